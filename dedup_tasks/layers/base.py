@@ -1,0 +1,177 @@
+"""What every layer shares: the batch table's private columns, drops, and decision rows.
+
+A layer takes the rows the previous layers kept (an Arrow table in batch order) and returns the rows
+it keeps, with its own fingerprint columns added, plus one decision row per row it dropped. The
+fingerprint columns travel with the survivors so the commit step can register exactly what the
+layers computed, whether the layers ran in one process (CLI) or in separate Airflow tasks.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dedup_tasks.config import DedupConfig
+from dedup_tasks.contract import DECISIONS_SCHEMA
+from dedup_tasks.registry.base import Matches, Registry
+
+REASON = "_reason"
+PRIVATE_PREFIX = "_"
+
+
+@dataclass
+class LayerContext:
+    batch_id: str
+    config: DedupConfig
+    registry: Registry
+
+
+@dataclass
+class Drops:
+    """Rows (indices into the layer's input) this layer drops, and what each matched."""
+
+    rows: np.ndarray
+    matched_doc_id: np.ndarray
+    matched_batch_id: np.ndarray
+    score: np.ndarray
+
+    @classmethod
+    def none(cls) -> Drops:
+        return cls(np.empty(0, np.int64), np.empty(0, object), np.empty(0, object), np.empty(0, float))
+
+
+@dataclass
+class LayerStats:
+    layer: str
+    rows_in: int
+    dropped: int
+    seconds: float
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class LayerOutput:
+    survivors: pa.Table
+    drops: pa.Table  # DECISIONS_SCHEMA rows
+    stats: LayerStats
+
+
+class Layer(abc.ABC):
+    name: ClassVar[str]
+
+    def __init__(self, config: DedupConfig) -> None:
+        self.config = config
+
+    @property
+    @abc.abstractmethod
+    def threshold(self) -> float | None:
+        """The threshold written into this layer's decisions."""
+
+    @abc.abstractmethod
+    def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
+        """Add this layer's fingerprint columns to ``batch`` and choose the rows to drop."""
+
+    def run(self, batch: pa.Table, ctx: LayerContext) -> LayerOutput:
+        started = time.perf_counter()
+        batch, drops = self.apply(batch, ctx)
+        keep = np.ones(batch.num_rows, bool)
+        keep[drops.rows] = False
+        dropped = batch.take(pa.array(drops.rows, pa.int64()))
+        decisions = decision_rows(
+            dropped,
+            ctx,
+            action="drop",
+            layer=self.name,
+            matched_doc_id=drops.matched_doc_id,
+            matched_batch_id=drops.matched_batch_id,
+            score=drops.score,
+            threshold=self.threshold,
+        )
+        survivors = batch.filter(pa.array(keep))
+        stats = LayerStats(self.name, batch.num_rows, len(drops.rows), time.perf_counter() - started)
+        return LayerOutput(survivors, decisions, stats)
+
+
+def decision_rows(
+    rows: pa.Table,
+    ctx: LayerContext,
+    action: str,
+    layer: str | None,
+    matched_doc_id: np.ndarray | None = None,
+    matched_batch_id: np.ndarray | None = None,
+    score: np.ndarray | None = None,
+    threshold: float | None = None,
+) -> pa.Table:
+    n = rows.num_rows
+    reason = rows.column(REASON) if REASON in rows.column_names else pa.nulls(n, pa.string())
+
+    def col(values, typ):
+        return pa.nulls(n, typ) if values is None else pa.array(values, typ, from_pandas=True)
+
+    return pa.table(
+        {
+            "doc_id": rows.column("doc_id").cast(pa.string()),
+            "batch_id": pa.array([ctx.batch_id] * n, pa.string()),
+            "action": pa.array([action] * n, pa.string()),
+            "layer": pa.array([layer] * n, pa.string()),
+            "matched_doc_id": col(matched_doc_id, pa.string()),
+            "matched_batch_id": col(matched_batch_id, pa.string()),
+            "score": col(score, pa.float64()),
+            "threshold": pa.array([threshold] * n, pa.float64()),
+            "reason": reason,
+            "config_hash": pa.array([ctx.config.config_hash] * n, pa.string()),
+        },
+        schema=DECISIONS_SCHEMA,
+    )
+
+
+def add_reason(batch: pa.Table, mask: np.ndarray, reason: str | np.ndarray) -> pa.Table:
+    """Append ``reason`` ("; "-separated) to the rows in ``mask``."""
+    if not mask.any():
+        return batch
+    current = batch.column(REASON).to_numpy(zero_copy_only=False).astype(object)
+    new = np.asarray(reason, dtype=object)
+    new = np.broadcast_to(new, current.shape)
+    has = np.array([c is not None for c in current])
+    combined = np.where(has, current.astype(str) + "; ", "").astype(object)
+    updated = np.where(mask, combined + new.astype(str), current)
+    updated = np.where(mask | has, updated, None)
+    return set_column(batch, REASON, pa.array(updated, pa.string()))
+
+
+def set_column(batch: pa.Table, name: str, values: pa.Array) -> pa.Table:
+    if name in batch.column_names:
+        return batch.set_column(batch.column_names.index(name), name, values)
+    return batch.append_column(name, values)
+
+
+def column_np(batch: pa.Table, name: str) -> np.ndarray:
+    return batch.column(name).to_numpy()
+
+
+def strings_np(batch: pa.Table, name: str) -> np.ndarray:
+    return pc.fill_null(batch.column(name).cast(pa.string()), "").to_numpy(zero_copy_only=False).astype(object)
+
+
+def first_match_per_query(m: Matches, n: int, ok: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each query row, the index into ``m`` of its best qualifying match (lowest rank), else -1.
+
+    Returns (best match index per query row, the query rows that have one).
+    """
+    best = np.full(n, -1, np.int64)
+    idx = np.flatnonzero(ok)
+    if len(idx) == 0:
+        return best, np.empty(0, np.int64)
+    # Earliest batch first among equal ranks, then doc_id: deterministic whatever order the store returns.
+    order = np.lexsort((m.doc_id[idx].astype(str), m.batch_id[idx].astype(str), rank[idx], m.query[idx]))
+    ordered = idx[order]
+    q = m.query[ordered]
+    first = np.concatenate([[True], q[1:] != q[:-1]])
+    best[q[first]] = ordered[first]
+    return best, q[first]

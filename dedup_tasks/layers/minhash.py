@@ -1,0 +1,114 @@
+"""L3: MinHash (datasketch-compatible) + LSH band buckets, verified by estimated Jaccard >= 0.8."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from dedup_tasks.fingerprint import kernels
+from dedup_tasks.fingerprint.candidates import bucket_pairs, resolve_earlier_wins
+from dedup_tasks.fingerprint.minhash import MinHasher, estimated_jaccard
+from dedup_tasks.layers.base import Drops, Layer, LayerContext, add_reason, first_match_per_query, set_column, strings_np
+from dedup_tasks.layers.near import best_per_row, chunks, near_text_codepoints, record_suspects
+
+NO_SHINGLES_REASON = "no text to shingle: MinHash not applied"
+
+
+def minhash_rows(batch: pa.Table, hasher: MinHasher, zh_chars: int, en_words: int) -> tuple[np.ndarray, np.ndarray]:
+    """(signatures (n, num_perm) uint32, shingle count per row), computed in chunks to bound memory."""
+    sig = np.empty((batch.num_rows, hasher.num_perm), np.uint32)
+    counts = np.zeros(batch.num_rows, np.int64)
+    for start, end in chunks(batch.num_rows):
+        cp, offsets, modes = near_text_codepoints(batch.slice(start, end - start), kernels.CHARS)
+        per_doc = kernels.count_shingles(cp, offsets, modes, en_words, zh_chars)
+        out_offsets = np.zeros(len(per_doc) + 1, np.int64)
+        np.cumsum(per_doc, out=out_offsets[1:])
+        hashes = kernels.shingle_hashes(cp, offsets, modes, en_words, zh_chars, out_offsets)
+        sig[start:end] = hasher.signatures(hashes, out_offsets)
+        counts[start:end] = per_doc
+    return sig, counts
+
+
+def signature_column(sig: np.ndarray) -> pa.Array:
+    return pa.FixedSizeListArray.from_arrays(pa.array(sig.ravel(), pa.uint32()), sig.shape[1])
+
+
+def signatures_of(batch: pa.Table) -> np.ndarray:
+    column = batch.column("_minhash").combine_chunks()
+    width = column.type.list_size
+    return column.values.to_numpy().reshape(-1, width)
+
+
+class MinHashLayer(Layer):
+    name = "minhash"
+
+    @property
+    def threshold(self) -> float | None:
+        return float(self.config.minhash_threshold)
+
+    def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
+        cfg = self.config
+        n = batch.num_rows
+        hasher = MinHasher(cfg.minhash_num_perm, cfg.minhash_seed, cfg.minhash_bands, cfg.minhash_rows)
+        sig, counts = minhash_rows(batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words)
+        has = counts > 0
+        keys = hasher.band_keys(sig)
+        batch = set_column(batch, "_minhash", signature_column(sig))
+        batch = set_column(batch, "_has_minhash", pa.array(has))
+        doc_ids = strings_np(batch, "doc_id")
+
+        drop = np.zeros(n, bool)
+        matched_doc = np.full(n, None, object)
+        matched_batch = np.full(n, None, object)
+        score = np.full(n, np.nan)
+        sus_rows, sus_doc, sus_batch, sus_score = [], [], [], []
+
+        queries = np.flatnonzero(has)
+        hits = ctx.registry.minhash_candidates(ctx.batch_id, keys[queries])
+        if len(hits):
+            jac = estimated_jaccard(hits.payload["minhash"], sig[queries[hits.query]])
+            ok = jac >= cfg.minhash_threshold
+            best, with_hit = first_match_per_query(hits, len(queries), ok, -jac)
+            rows = queries[with_hit]
+            drop[rows] = True
+            matched_doc[rows] = hits.doc_id[best[with_hit]]
+            matched_batch[rows] = hits.batch_id[best[with_hit]]
+            score[rows] = jac[best[with_hit]]
+            near = ~ok & (jac >= cfg.suspect_jaccard_min)
+            sus_rows.append(queries[hits.query[near]])
+            sus_doc.append(hits.doc_id[near])
+            sus_batch.append(hits.batch_id[near])
+            sus_score.append(jac[near])
+
+        local = np.flatnonzero(has)
+        early, late = bucket_pairs(keys[local])
+        jac = estimated_jaccard(sig[local[early]], sig[local[late]]) if len(early) else np.empty(0)
+        ok = jac >= cfg.minhash_threshold
+        matched, pair = resolve_earlier_wins(len(local), early[ok], late[ok], -jac[ok], drop[local])
+        won = matched >= 0
+        rows = local[won]
+        drop[rows] = True
+        matched_doc[rows] = doc_ids[local[matched[won]]]
+        matched_batch[rows] = ctx.batch_id
+        score[rows] = jac[ok][pair[won]]
+        near = ~ok & (jac >= cfg.suspect_jaccard_min)
+        sus_rows.append(local[late[near]])
+        sus_doc.append(doc_ids[local[early[near]]])
+        sus_batch.append(np.full(int(near.sum()), ctx.batch_id, object))
+        sus_score.append(jac[near])
+
+        all_rows = np.concatenate(sus_rows)
+        all_score = np.concatenate(sus_score).astype(float)
+        keep_rows = ~drop[all_rows]
+        uniq, pick = best_per_row(n, all_rows[keep_rows], -all_score[keep_rows])
+        batch = record_suspects(
+            batch,
+            self.name,
+            uniq,
+            np.concatenate(sus_doc)[keep_rows][pick],
+            np.concatenate(sus_batch)[keep_rows][pick],
+            all_score[keep_rows][pick],
+        )
+        batch = add_reason(batch, ~has & ~np.asarray(batch.column("_empty").to_numpy(), bool), NO_SHINGLES_REASON)
+        rows = np.flatnonzero(drop)
+        return batch, Drops(rows, matched_doc[rows], matched_batch[rows], score[rows])

@@ -1,0 +1,64 @@
+"""Shared by the near-duplicate layers: the shingling view of the survivors and suspect bookkeeping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dedup_tasks.fingerprint import kernels
+from dedup_tasks.fingerprint.hashing import codepoints
+from dedup_tasks.layers.base import column_np, set_column, strings_np
+from dedup_tasks.normalize.tokens import segment_words
+
+CHUNK_DOCS = 20_000
+
+
+def near_text_codepoints(batch: pa.Table, zh_mode: int, segment_zh: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(code points, offsets, per-row mode) of the rows' near-duplicate text."""
+    text = batch.column("_near_text")
+    is_zh = strings_np(batch, "_lang") == "zh"
+    if segment_zh and is_zh.any():
+        text = segment_words(text, is_zh)
+    cp, offsets = codepoints(text)
+    modes = np.where(is_zh, zh_mode, kernels.WORDS).astype(np.int64)
+    return cp, offsets, modes
+
+
+def text_lengths(batch: pa.Table) -> np.ndarray:
+    return pc.utf8_length(batch.column("_near_text")).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def chunks(n: int, size: int = CHUNK_DOCS):
+    for start in range(0, n, size):
+        yield start, min(n, start + size)
+
+
+def record_suspects(
+    batch: pa.Table, layer: str, rows: np.ndarray, doc_id: np.ndarray, batch_id: np.ndarray, score: np.ndarray
+) -> pa.Table:
+    """Remember, per row, the best near-miss candidate this layer saw: the L4 semantic layer's input."""
+    n = batch.num_rows
+    docs = np.full(n, None, object)
+    batches = np.full(n, None, object)
+    scores = np.full(n, np.nan)
+    docs[rows] = doc_id
+    batches[rows] = batch_id
+    scores[rows] = score
+    batch = set_column(batch, f"_suspect_{layer}_doc_id", pa.array(docs, pa.string()))
+    batch = set_column(batch, f"_suspect_{layer}_batch_id", pa.array(batches, pa.string()))
+    return set_column(batch, f"_suspect_{layer}_score", pa.array(scores, pa.float64(), from_pandas=True))
+
+
+def best_per_row(n: int, rows: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index (into rows/rank) of the lowest-rank entry per row; returns (unique rows, entry index)."""
+    if len(rows) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    order = np.lexsort((rank, rows))
+    r = rows[order]
+    first = np.concatenate([[True], r[1:] != r[:-1]])
+    return r[first], order[first]
+
+
+def bool_col(batch: pa.Table, name: str) -> np.ndarray:
+    return column_np(batch, name).astype(bool)

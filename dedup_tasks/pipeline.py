@@ -1,0 +1,270 @@
+"""Run one batch through the cascade: prepare -> layers -> commit -> outputs.
+
+``run_batch`` is the library entry point (tables in, tables out, no files); ``run_partition`` adds the
+data-root layout and the atomic writes. The CLI and the Airflow DAG both call these functions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dedup_tasks.config import ALL_LAYERS, DedupConfig
+from dedup_tasks.contract import DECISIONS_SCHEMA, check_rows, conform_schema, repair_text, sort_batch
+from dedup_tasks.io import BatchPaths, read_input, write_json, write_parquet_dir
+from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
+from dedup_tasks.layers.base import PRIVATE_PREFIX, REASON, add_reason, decision_rows, set_column, strings_np
+from dedup_tasks.layers.minhash import signatures_of
+from dedup_tasks.normalize.text import detect_lang, nfkc_lower, strip_boilerplate, token_text
+from dedup_tasks.normalize.url import url_keys
+from dedup_tasks.registry.base import Fingerprints, Registry
+
+REPAIRED_REASON = "invalid UTF-8 replaced with U+FFFD"
+LONG_REASON = "long document: near-duplicate fingerprints use the first {} characters"
+MAX_NEAR_CHARS = 100_000
+
+
+class InvariantError(RuntimeError):
+    """The decisions would not account for every input row exactly once; nothing is published."""
+
+
+@dataclass
+class BatchSummary:
+    batch_id: str
+    rows_in: int
+    kept: int
+    dropped: int
+    layers: list[LayerStats]
+    config_hash: str
+    seconds: float
+    embedded: int = 0
+    commit_conflicts: int = 0
+    registry: str = ""
+    outputs: dict[str, str] = field(default_factory=dict)
+    started_at: str = ""
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["dropped_per_layer"] = {s.layer: s.dropped for s in self.layers}
+        data["seconds_per_layer"] = {s.layer: round(s.seconds, 4) for s in self.layers}
+        return data
+
+    def table(self) -> str:
+        lines = [f"batch {self.batch_id}  config {self.config_hash}", f"{'layer':<10}{'rows in':>10}{'dropped':>10}{'seconds':>10}{'docs/s':>12}"]
+        for s in self.layers:
+            rate = s.rows_in / s.seconds if s.seconds > 0 else float("inf")
+            lines.append(f"{s.layer:<10}{s.rows_in:>10}{s.dropped:>10}{s.seconds:>10.2f}{rate:>12,.0f}")
+        if self.commit_conflicts:
+            lines.append(f"{'commit':<10}{'':>10}{self.commit_conflicts:>10}")
+        lines.append(f"rows in {self.rows_in}   dropped {self.dropped}   kept {self.kept}   total {self.seconds:.2f} s")
+        return "\n".join(lines)
+
+
+@dataclass
+class BatchResult:
+    kept: pa.Table
+    decisions: pa.Table
+    summary: BatchSummary
+
+
+# ---- prepare --------------------------------------------------------------------------------------
+
+
+def prepare(table: pa.Table, config: DedupConfig, source: str = "batch") -> pa.Table:
+    """Validate against the contract, sort into batch order, and add the per-row views all layers use."""
+    table = conform_schema(table, source)
+    table, repaired = repair_text(table, source)
+    check_rows(table, source)
+    # The flag column travels with its row through the sort.
+    table = sort_batch(table.append_column("_repaired", pa.array(repaired)))
+    repaired = table.column("_repaired").to_numpy(zero_copy_only=False).astype(bool)
+    n = table.num_rows
+    batch = table.append_column("_row", pa.array(np.arange(n), pa.int64()))
+    batch = batch.append_column(REASON, pa.nulls(n, pa.string()))
+
+    keys = url_keys(strings_or_none(batch, "url"), tracking_params=config.tracking_params)
+    batch = set_column(batch, "_url_key", pa.array(keys.key, pa.uint64()))
+    batch = set_column(batch, "_url_valid", pa.array(keys.valid))
+    batch = set_column(batch, "_url_reason", pa.array(keys.reason, pa.string()))
+    site = np.where(keys.valid, keys.host, "").astype(object)
+
+    folded_content = nfkc_lower(batch.column("content"))
+    content_len = pc.utf8_length(folded_content).to_numpy(zero_copy_only=False)
+    title_tokens = token_text(nfkc_lower(batch.column("title")))
+    stripped = strip_boilerplate(folded_content, site)
+    near = token_text(stripped)
+    # A document without content is fingerprinted by its title.
+    near = pc.if_else(pc.equal(pc.utf8_length(near), 0), title_tokens, near)
+    too_long = pc.utf8_length(near).to_numpy(zero_copy_only=False) > MAX_NEAR_CHARS
+    if too_long.any():
+        near = pc.utf8_slice_codeunits(near, 0, MAX_NEAR_CHARS)
+        batch = add_reason(batch, too_long, LONG_REASON.format(MAX_NEAR_CHARS))
+    batch = set_column(batch, "_near_text", near)
+    empty = (content_len == 0) & (pc.utf8_length(title_tokens).to_numpy(zero_copy_only=False) == 0)
+    batch = set_column(batch, "_empty", pa.array(empty))
+    given = batch.column("lang") if "lang" in batch.column_names else None
+    batch = set_column(batch, "_lang", pa.array(detect_lang(near, given), pa.string()))
+    return add_reason(batch, repaired, REPAIRED_REASON)
+
+
+def strings_or_none(batch: pa.Table, name: str) -> list[str | None]:
+    return batch.column(name).to_pylist()
+
+
+# ---- cascade ------------------------------------------------------------------------------------
+
+
+def run_layers(
+    batch: pa.Table,
+    ctx: LayerContext,
+    on_layer: Callable[[LayerStats], None] | None = None,
+) -> tuple[pa.Table, list[pa.Table], list[LayerStats]]:
+    drops, stats = [], []
+    for name in ALL_LAYERS:
+        if not ctx.config.layer_enabled(name):
+            continue
+        out = LAYER_CLASSES[name](ctx.config).run(batch, ctx)
+        batch = out.survivors
+        drops.append(out.drops)
+        stats.append(out.stats)
+        if on_layer:
+            on_layer(out.stats)
+    return batch, drops, stats
+
+
+def fingerprints_of(survivors: pa.Table, config: DedupConfig) -> Fingerprints:
+    from dedup_tasks.fingerprint.minhash import MinHasher
+    from dedup_tasks.layers.content import content_hash_columns, ensure_content_hash
+
+    n = survivors.num_rows
+    survivors = ensure_content_hash(survivors)
+    names = survivors.column_names
+    has_minhash = "_minhash" in names
+    sig = signatures_of(survivors) if has_minhash else np.zeros((n, config.minhash_num_perm), np.uint32)
+    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
+    not_empty = ~survivors.column("_empty").to_numpy().astype(bool)
+    return Fingerprints(
+        doc_id=strings_np(survivors, "doc_id"),
+        url_key=survivors.column("_url_key").to_numpy().astype(np.uint64),
+        has_url=survivors.column("_url_valid").to_numpy().astype(bool),
+        content_hash=content_hash_columns(survivors),
+        simhash=survivors.column("_simhash").to_numpy().astype(np.uint64) if "_simhash" in names else np.zeros(n, np.uint64),
+        has_simhash=(survivors.column("_has_simhash").to_numpy().astype(bool) if "_simhash" in names else np.zeros(n, bool)) & not_empty,
+        minhash=sig,
+        has_minhash=(survivors.column("_has_minhash").to_numpy().astype(bool) if has_minhash else np.zeros(n, bool)) & not_empty,
+        minhash_bands=hasher.band_keys(sig) if n else np.zeros((0, config.minhash_bands), np.uint64),
+    )
+
+
+def commit(survivors: pa.Table, ctx: LayerContext) -> tuple[pa.Table, pa.Table]:
+    """Register the kept documents; rows a concurrent batch registered first become drops."""
+    result = ctx.registry.commit(ctx.batch_id, fingerprints_of(survivors, ctx.config))
+    conflicts = result.conflicts
+    if not len(conflicts):
+        return survivors, decision_rows(survivors.slice(0, 0), ctx, "drop", None)
+    rows, first = np.unique(conflicts.query, return_index=True)
+    layer = conflicts.payload.get("layer")
+    lost = survivors.take(pa.array(rows, pa.int64()))
+    lost = add_reason(lost, np.ones(len(rows), bool), "duplicate registered by a concurrent batch before this commit")
+    drops = decision_rows(
+        lost,
+        ctx,
+        "drop",
+        None,
+        matched_doc_id=conflicts.doc_id[first],
+        matched_batch_id=conflicts.batch_id[first],
+        score=conflicts.payload["score"][first] if "score" in conflicts.payload else None,
+    )
+    if layer is not None:
+        drops = drops.set_column(drops.column_names.index("layer"), "layer", pa.array(layer[first], pa.string()))
+    keep = np.ones(survivors.num_rows, bool)
+    keep[rows] = False
+    return survivors.filter(pa.array(keep)), drops
+
+
+def assemble(prepared: pa.Table, kept: pa.Table, drops: list[pa.Table], ctx: LayerContext) -> tuple[pa.Table, pa.Table]:
+    """Kept rows (input columns only) and one decision per input row in batch order; checks the invariant."""
+    keep_decisions = decision_rows(kept, ctx, "keep", None)
+    decisions = pa.concat_tables([keep_decisions, *drops]).cast(DECISIONS_SCHEMA)
+    ids = prepared.column("doc_id").cast(pa.string())
+    position = pc.index_in(decisions.column("doc_id"), value_set=ids)
+    if decisions.num_rows != prepared.num_rows or position.null_count:
+        raise InvariantError(f"batch {ctx.batch_id}: {decisions.num_rows} decisions for {prepared.num_rows} rows")
+    if len(np.unique(position.to_numpy(zero_copy_only=False))) != prepared.num_rows:
+        raise InvariantError(f"batch {ctx.batch_id}: a row has more than one decision")
+    decisions = decisions.append_column("_pos", position).sort_by("_pos").drop_columns(["_pos"])
+    public = [c for c in kept.column_names if not c.startswith(PRIVATE_PREFIX)]
+    return kept.select(public), decisions
+
+
+def run_batch(
+    table: pa.Table,
+    batch_id: str,
+    config: DedupConfig,
+    registry: Registry,
+    source: str = "batch",
+    on_layer: Callable[[LayerStats], None] | None = None,
+) -> BatchResult:
+    """Deduplicate one batch against itself and the registry; register what it keeps."""
+    started = time.perf_counter()
+    started_at = datetime.now(UTC).isoformat()
+    ctx = LayerContext(batch_id, config, registry)
+    registry.begin(batch_id)
+    t0 = time.perf_counter()
+    prepared = prepare(table, config, source)
+    prep_stats = LayerStats("prepare", table.num_rows, 0, time.perf_counter() - t0)
+    if on_layer:
+        on_layer(prep_stats)
+    survivors, drops, stats = run_layers(prepared, ctx, on_layer)
+    t0 = time.perf_counter()
+    survivors, conflict_drops = commit(survivors, ctx)
+    commit_stats = LayerStats("commit", survivors.num_rows + conflict_drops.num_rows, conflict_drops.num_rows, time.perf_counter() - t0)
+    if on_layer:
+        on_layer(commit_stats)
+    kept, decisions = assemble(prepared, survivors, [*drops, conflict_drops], ctx)
+    summary = BatchSummary(
+        batch_id=batch_id,
+        rows_in=prepared.num_rows,
+        kept=kept.num_rows,
+        dropped=prepared.num_rows - kept.num_rows,
+        layers=[prep_stats, *stats, commit_stats],
+        config_hash=config.config_hash,
+        seconds=time.perf_counter() - started,
+        commit_conflicts=conflict_drops.num_rows,
+        registry=type(registry).__name__,
+        started_at=started_at,
+    )
+    return BatchResult(kept, decisions, summary)
+
+
+def run_partition(
+    paths: BatchPaths,
+    config: DedupConfig,
+    registry: Registry,
+    on_layer: Callable[[LayerStats], None] | None = None,
+) -> BatchSummary:
+    """Read a partition, run the batch, and publish deduped/, decisions/ and runs/.../summary.json."""
+    table, files = read_input(paths.input)
+    source = str(paths.input)
+    result = run_batch(table, paths.batch_id, config, registry, source=source, on_layer=on_layer)
+    publish(paths, result)
+    return result.summary
+
+
+def publish(paths: BatchPaths, result: BatchResult) -> None:
+    write_parquet_dir(result.decisions, paths.decisions)
+    write_parquet_dir(result.kept, paths.deduped)
+    result.summary.outputs = {
+        "deduped": str(paths.deduped),
+        "decisions": str(paths.decisions),
+        "summary": str(paths.summary),
+    }
+    write_json(result.summary.to_dict(), paths.summary)
+

@@ -1,0 +1,230 @@
+"""The registry interface every layer talks to, and the in-memory implementation.
+
+A registry answers "which earlier batch already holds this fingerprint?" and, at commit, records the
+fingerprints of the documents a batch kept. Every lookup is restricted to batches whose batch_id
+sorts before the asking batch, so a batch's decisions depend only on earlier batches and reruns are
+idempotent. Lookups take whole numpy columns (bulk I/O only: never one query per document).
+
+batch_id values are strings that sort chronologically (e.g. "2026-12-01T00").
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Fingerprint columns, all aligned to `doc_id`.
+#   url_key        uint64   xxh64 of the canonical URL (0 where the URL could not be canonicalized)
+#   has_url        bool     False where the URL was null/unparsable: such rows are never URL-registered
+#   content_hash   2 x uint64 per row (shape (n, 2)): 128-bit xxh3 of normalized title + content
+#   simhash        uint64   64-bit SimHash (valid where has_simhash)
+#   minhash        uint32   (n, num_perm) signature (valid where has_minhash)
+
+
+@dataclass
+class Fingerprints:
+    """Fingerprints of the documents a batch kept, registered in one commit."""
+
+    doc_id: np.ndarray  # object array of str
+    url_key: np.ndarray  # uint64
+    has_url: np.ndarray  # bool
+    content_hash: np.ndarray  # uint64 (n, 2)
+    simhash: np.ndarray  # uint64
+    has_simhash: np.ndarray  # bool
+    minhash: np.ndarray  # uint32 (n, num_perm)
+    has_minhash: np.ndarray  # bool
+    minhash_bands: np.ndarray  # uint64 (n, bands): band keys, see fingerprint.minhash.band_keys
+
+    def __len__(self) -> int:
+        return len(self.doc_id)
+
+    def take(self, index: np.ndarray) -> Fingerprints:
+        return Fingerprints(**{name: value[index] for name, value in self.__dict__.items()})
+
+
+@dataclass
+class Matches:
+    """Registry hits for a vector of queries: query row i matched registered document (doc_id, batch_id).
+
+    `query` indexes the lookup's input arrays. A query may appear several times (several candidates);
+    the layer decides which candidate wins. `payload` carries what the layer needs to score a candidate
+    (content hash of a URL hit, SimHash value, MinHash signature).
+    """
+
+    query: np.ndarray  # int64
+    doc_id: np.ndarray  # object (str)
+    batch_id: np.ndarray  # object (str)
+    payload: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls, **payload: np.ndarray) -> Matches:
+        return cls(np.empty(0, np.int64), np.empty(0, object), np.empty(0, object), dict(payload))
+
+    def __len__(self) -> int:
+        return len(self.query)
+
+
+@dataclass
+class CommitResult:
+    """What the commit registered, and which kept documents the re-check found already taken."""
+
+    registered: int
+    # Rows (indices into the committed Fingerprints) that a concurrently committed batch registered a
+    # duplicate of between the layers' read and this commit: the pipeline turns them into drops.
+    conflicts: Matches
+
+
+class Registry(abc.ABC):
+    """Storage of fingerprints from earlier batches. Implementations: MemoryRegistry, PostgresRegistry."""
+
+    # ---- lookups: only rows registered by batches with batch_id < `batch_id` -------------------
+    @abc.abstractmethod
+    def lookup_urls(self, batch_id: str, url_keys: np.ndarray) -> Matches:
+        """Registered URLs with these keys; payload['content_hash'] is (m, 2) uint64."""
+
+    @abc.abstractmethod
+    def lookup_content(self, batch_id: str, content_hash: np.ndarray) -> Matches:
+        """Registered documents with exactly these 128-bit content hashes ((n, 2) uint64)."""
+
+    @abc.abstractmethod
+    def simhash_candidates(self, batch_id: str, simhash: np.ndarray) -> Matches:
+        """Registered SimHashes sharing at least one 16-bit band; payload['simhash'] uint64.
+
+        The caller computes Hamming distances and applies its thresholds.
+        """
+
+    @abc.abstractmethod
+    def minhash_candidates(self, batch_id: str, band_keys: np.ndarray) -> Matches:
+        """Registered documents sharing at least one LSH band key; payload['minhash'] (m, num_perm) uint32."""
+
+    # ---- writes -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def commit(self, batch_id: str, kept: Fingerprints) -> CommitResult:
+        """Replace everything `batch_id` registered before with `kept`, atomically.
+
+        Implementations re-check `kept` against rows that other batches registered since this batch's
+        lookups and report those as conflicts (they are not registered).
+        """
+
+    def begin(self, batch_id: str) -> None:  # noqa: B027 - optional hook
+        """Called before the first lookup of a batch (a snapshot point for the commit's re-check)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections / stop servers."""
+
+    def __enter__(self) -> Registry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _concat_matches(parts: list[Matches], payload_keys: tuple[str, ...]) -> Matches:
+    if not parts:
+        return Matches.empty()
+    return Matches(
+        np.concatenate([p.query for p in parts]),
+        np.concatenate([p.doc_id for p in parts]),
+        np.concatenate([p.batch_id for p in parts]),
+        {k: np.concatenate([p.payload[k] for p in parts]) for k in payload_keys},
+    )
+
+
+class MemoryRegistry(Registry):
+    """Fingerprints of earlier batches held in process memory.
+
+    Used for `--no-registry` runs (an instance per run: in-batch dedup only), for the benchmark's
+    multi-hour runs and by tests. Same semantics as the PostgreSQL registry, without persistence.
+    """
+
+    def __init__(self) -> None:
+        self._batches: dict[str, Fingerprints] = {}
+
+    def _earlier(self, batch_id: str) -> list[tuple[str, Fingerprints]]:
+        return [(b, fp) for b, fp in sorted(self._batches.items()) if b < batch_id and len(fp)]
+
+    @staticmethod
+    def _join(query_keys: np.ndarray, stored_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """All (query index, stored index) pairs with equal keys; vectorized sort-merge join."""
+        if len(query_keys) == 0 or len(stored_keys) == 0:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        order = np.argsort(stored_keys, kind="stable")
+        sorted_keys = stored_keys[order]
+        lo = np.searchsorted(sorted_keys, query_keys, side="left")
+        hi = np.searchsorted(sorted_keys, query_keys, side="right")
+        counts = hi - lo
+        q = np.repeat(np.arange(len(query_keys)), counts)
+        starts = np.repeat(lo - np.cumsum(counts) + counts, counts)
+        s = order[starts + np.arange(counts.sum())]
+        return q.astype(np.int64), s.astype(np.int64)
+
+    def _lookup(self, batch_id, keys_of, query_keys, payload_of, valid_of=None) -> Matches:
+        parts = []
+        for b, fp in self._earlier(batch_id):
+            stored = keys_of(fp)
+            valid = np.ones(len(fp), bool) if valid_of is None else valid_of(fp)
+            idx = np.flatnonzero(valid)
+            q, s = self._join(query_keys, stored[idx])
+            s = idx[s]
+            parts.append(
+                Matches(q, fp.doc_id[s], np.full(len(s), b, dtype=object), {k: v[s] for k, v in payload_of(fp).items()})
+            )
+        keys = tuple(payload_of(Fingerprints(*[np.empty(0)] * 9)).keys()) if not parts else tuple(parts[0].payload)
+        return _concat_matches(parts, keys) if parts else Matches.empty()
+
+    def lookup_urls(self, batch_id: str, url_keys: np.ndarray) -> Matches:
+        return self._lookup(
+            batch_id, lambda fp: fp.url_key, url_keys, lambda fp: {"content_hash": fp.content_hash}, lambda fp: fp.has_url
+        )
+
+    def lookup_content(self, batch_id: str, content_hash: np.ndarray) -> Matches:
+        from dedup_tasks.fingerprint.content_hash import hash128_key
+
+        return self._lookup(batch_id, lambda fp: hash128_key(fp.content_hash), hash128_key(content_hash), lambda fp: {})
+
+    def simhash_candidates(self, batch_id: str, simhash: np.ndarray) -> Matches:
+        parts = []
+        for band in range(4):
+            shift = np.uint64(16 * band)
+            q_band = (simhash >> shift) & np.uint64(0xFFFF)
+            parts.append(
+                self._lookup(
+                    batch_id,
+                    lambda fp, s=shift: ((fp.simhash >> s) & np.uint64(0xFFFF)) | (np.uint64(1) << np.uint64(63)),
+                    q_band | (np.uint64(1) << np.uint64(63)),
+                    lambda fp: {"simhash": fp.simhash},
+                    lambda fp: fp.has_simhash,
+                )
+            )
+        return _dedupe_matches(_concat_matches([p for p in parts if len(p)], ("simhash",)))
+
+    def minhash_candidates(self, batch_id: str, band_keys: np.ndarray) -> Matches:
+        parts = []
+        for band in range(band_keys.shape[1] if band_keys.ndim == 2 else 0):
+            parts.append(
+                self._lookup(
+                    batch_id,
+                    lambda fp, j=band: fp.minhash_bands[:, j],
+                    band_keys[:, band],
+                    lambda fp: {"minhash": fp.minhash},
+                    lambda fp: fp.has_minhash,
+                )
+            )
+        return _dedupe_matches(_concat_matches([p for p in parts if len(p)], ("minhash",)))
+
+    def commit(self, batch_id: str, kept: Fingerprints) -> CommitResult:
+        self._batches[batch_id] = kept
+        return CommitResult(registered=len(kept), conflicts=Matches.empty())
+
+
+def _dedupe_matches(m: Matches) -> Matches:
+    """Keep one row per (query, doc_id, batch_id): a candidate found through several bands counts once."""
+    if len(m) == 0:
+        return m
+    key = np.char.add(np.char.add(m.query.astype(str), "\x1f"), np.char.add(m.batch_id.astype(str), "\x1f" + ""))
+    key = np.char.add(key, m.doc_id.astype(str))
+    _, first = np.unique(key, return_index=True)
+    first.sort()
+    return Matches(m.query[first], m.doc_id[first], m.batch_id[first], {k: v[first] for k, v in m.payload.items()})
