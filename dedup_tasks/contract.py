@@ -59,9 +59,7 @@ def conform_schema(table: pa.Table, source: str) -> pa.Table:
             column = _as_utc_timestamp(column, source)
         elif pa.types.is_string(typ) and (
             pa.types.is_large_string(column.type) or pa.types.is_string_view(column.type) or pa.types.is_null(column.type)
-        ):
-            column = column.cast(typ)
-        elif pa.types.is_dictionary(column.type) and pa.types.is_string(column.type.value_type):
+        ) or pa.types.is_dictionary(column.type) and pa.types.is_string(column.type.value_type):
             column = column.cast(typ)
         else:
             raise ContractError(f"{source}: column {name!r} has type {column.type}, expected {typ}")

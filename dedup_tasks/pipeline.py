@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -18,11 +17,19 @@ import pyarrow.compute as pc
 
 from dedup_tasks.config import ALL_LAYERS, DedupConfig
 from dedup_tasks.contract import DECISIONS_SCHEMA, check_rows, conform_schema, repair_text, sort_batch
+from dedup_tasks.fingerprint.content_hash import content_hashes
+from dedup_tasks.fingerprint.hashing import codepoints, strings_from_codepoints
 from dedup_tasks.io import BatchPaths, read_input, write_json, write_parquet_dir
 from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
 from dedup_tasks.layers.base import PRIVATE_PREFIX, REASON, add_reason, decision_rows, set_column, strings_np
 from dedup_tasks.layers.minhash import signatures_of
-from dedup_tasks.normalize.text import detect_lang, nfkc_lower, strip_boilerplate, token_text
+from dedup_tasks.normalize.text import (
+    choose_texts,
+    collapse_codepoints,
+    detect_lang,
+    nfkc_lower,
+    strip_boilerplate,
+)
 from dedup_tasks.normalize.url import url_keys
 from dedup_tasks.registry.base import Fingerprints, Registry
 
@@ -95,22 +102,30 @@ def prepare(table: pa.Table, config: DedupConfig, source: str = "batch") -> pa.T
     batch = set_column(batch, "_url_reason", pa.array(keys.reason, pa.string()))
     site = np.where(keys.valid, keys.host, "").astype(object)
 
-    folded_content = nfkc_lower(batch.column("content"))
-    content_len = pc.utf8_length(folded_content).to_numpy(zero_copy_only=False)
-    title_tokens = token_text(nfkc_lower(batch.column("title")))
-    stripped = strip_boilerplate(folded_content, site)
-    near = token_text(stripped)
-    # A document without content is fingerprinted by its title.
-    near = pc.if_else(pc.equal(pc.utf8_length(near), 0), title_tokens, near)
-    too_long = pc.utf8_length(near).to_numpy(zero_copy_only=False) > MAX_NEAR_CHARS
+    title_cp, title_off = codepoints(nfkc_lower(batch.column("title")))
+    content_cp, content_off = codepoints(nfkc_lower(batch.column("content")))
+    title_ws = collapse_codepoints(title_cp, title_off, punctuation=False)
+    content_ws = collapse_codepoints(content_cp, content_off, punctuation=False)
+    hashes = content_hashes(*title_ws, *content_ws)
+    batch = set_column(batch, "_ch_hi", pa.array(hashes[:, 0], pa.uint64()))
+    batch = set_column(batch, "_ch_lo", pa.array(hashes[:, 1], pa.uint64()))
+
+    near_cp, near_off = strip_boilerplate(content_cp, content_off, site)
+    title_tok = collapse_codepoints(title_cp, title_off, punctuation=True)
+    no_content = np.diff(near_off) == 0
+    empty = no_content & (np.diff(title_tok[1]) == 0)
+    if no_content.any():
+        # A document without content is fingerprinted by its title.
+        near_cp, near_off = choose_texts(title_tok, (near_cp, near_off), no_content)
+    batch = set_column(batch, "_empty", pa.array(empty))
+    near = strings_from_codepoints(near_cp, near_off)
+    too_long = np.diff(near_off) > MAX_NEAR_CHARS
     if too_long.any():
         near = pc.utf8_slice_codeunits(near, 0, MAX_NEAR_CHARS)
         batch = add_reason(batch, too_long, LONG_REASON.format(MAX_NEAR_CHARS))
     batch = set_column(batch, "_near_text", near)
-    empty = (content_len == 0) & (pc.utf8_length(title_tokens).to_numpy(zero_copy_only=False) == 0)
-    batch = set_column(batch, "_empty", pa.array(empty))
     given = batch.column("lang") if "lang" in batch.column_names else None
-    batch = set_column(batch, "_lang", pa.array(detect_lang(near, given), pa.string()))
+    batch = set_column(batch, "_lang", pa.array(detect_lang(near_cp, near_off, given), pa.string()))
     return add_reason(batch, repaired, REPAIRED_REASON)
 
 

@@ -1,87 +1,119 @@
-"""In-batch candidate pairs from bucket keys, and the greedy "earlier kept document wins" resolution."""
+"""In-batch near-duplicate search in batch order: the earlier *kept* document wins.
+
+Documents are visited in batch order; each one looks up its bucket keys (SimHash bands or LSH bands)
+in an index holding only the documents kept so far, scores the candidates, and is either dropped
+(naming its best qualifying candidate) or inserted. This is the same streaming semantics the
+registry gives across batches, and a cluster of many copies costs one comparison per copy instead of
+a quadratic number of pairs. Compiled with numba; the index is a hash map from key to the newest
+document in the bucket plus a per-(document, band) chain to the older ones.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-from numba import njit
-
-# A bucket shared by very many documents (a template, an empty text) would yield a quadratic number
-# of pairs; each document is compared with at most this many earlier members of a bucket.
-MAX_EARLIER_PER_BUCKET = 64
+from numba import njit, types
+from numba.typed import Dict
 
 
-@njit(cache=True)
-def _pairs_in_sorted_groups(sorted_keys, order, max_back):
-    n = len(sorted_keys)
-    total = 0
-    start = 0
-    for i in range(1, n + 1):
-        if i == n or sorted_keys[i] != sorted_keys[start]:
-            for j in range(start + 1, i):
-                total += min(j - start, max_back)
-            start = i
-    earlier = np.empty(total, np.int64)
-    later = np.empty(total, np.int64)
-    k = 0
-    start = 0
-    for i in range(1, n + 1):
-        if i == n or sorted_keys[i] != sorted_keys[start]:
-            for j in range(start + 1, i):
-                lo = max(start, j - max_back)
-                for m in range(lo, j):
-                    a = order[m]
-                    b = order[j]
-                    earlier[k] = min(a, b)
-                    later[k] = max(a, b)
-                    k += 1
-            start = i
-    return earlier, later
-
-
-def bucket_pairs(keys: np.ndarray, max_back: int = MAX_EARLIER_PER_BUCKET) -> tuple[np.ndarray, np.ndarray]:
-    """Unique (earlier, later) row pairs sharing a key in any column of ``keys`` ((n,) or (n, bands))."""
-    keys = keys.reshape(len(keys), -1)
-    n = len(keys)
-    parts_e, parts_l = [], []
-    rows = np.arange(n, dtype=np.int64)
-    for col in range(keys.shape[1]):
-        column = np.ascontiguousarray(keys[:, col]).astype(np.uint64)
-        order = np.lexsort((rows, column))
-        e, l_ = _pairs_in_sorted_groups(column[order], order, max_back)
-        parts_e.append(e)
-        parts_l.append(l_)
-    if not parts_e or sum(len(p) for p in parts_e) == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    packed = np.unique(np.concatenate(parts_e) * n + np.concatenate(parts_l))
-    return packed // n, packed % n
+@dataclass
+class StreamResult:
+    matched: np.ndarray  # int64 row of the kept document a row duplicates, -1 if kept
+    score: np.ndarray  # float64 score of that match (NaN if kept)
+    suspect: np.ndarray  # int64 best near-miss candidate row, -1 if none
+    suspect_score: np.ndarray  # float64
 
 
 @njit(cache=True)
-def _greedy(n, later, earlier, dropped_before):
+def _stream(keys, active, values, is_simhash, max_distance, min_jaccard, suspect_bound):
+    n, n_bands = keys.shape
     matched = np.full(n, -1, np.int64)
-    which = np.full(n, -1, np.int64)
-    for k in range(len(later)):
-        j = later[k]
-        if dropped_before[j] or matched[j] >= 0:
+    score = np.full(n, np.nan)
+    suspect = np.full(n, -1, np.int64)
+    suspect_score = np.full(n, np.nan)
+    heads = Dict.empty(key_type=types.uint64, value_type=types.int64)
+    chain = np.full((n, n_bands), -1, np.int64)
+    seen_by = np.full(n, -1, np.int64)
+    for d in range(n):
+        if not active[d]:
             continue
-        e = earlier[k]
-        if dropped_before[e] or matched[e] >= 0:
+        best = -1
+        best_score = 0.0
+        near = -1
+        near_score = 0.0
+        for b in range(n_bands):
+            key = keys[d, b]
+            if key not in heads:
+                continue
+            c = heads[key]
+            while c >= 0:
+                if seen_by[c] != d:
+                    seen_by[c] = d
+                    if is_simhash:
+                        x = values[d, 0] ^ values[c, 0]
+                        dist = 0
+                        while x:
+                            x &= x - np.uint64(1)
+                            dist += 1
+                        s = float(dist)
+                        if dist <= max_distance:
+                            if best < 0 or s < best_score or (s == best_score and c < best):
+                                best = c
+                                best_score = s
+                        elif dist <= suspect_bound and (near < 0 or s < near_score):
+                            near = c
+                            near_score = s
+                    else:
+                        eq = 0
+                        width = values.shape[1]
+                        for k in range(width):
+                            if values[d, k] == values[c, k]:
+                                eq += 1
+                        s = eq / width
+                        if s >= min_jaccard:
+                            if best < 0 or s > best_score or (s == best_score and c < best):
+                                best = c
+                                best_score = s
+                        elif s >= suspect_bound and (near < 0 or s > near_score):
+                            near = c
+                            near_score = s
+                c = chain[c, b]
+        if best >= 0:
+            matched[d] = best
+            score[d] = best_score
             continue
-        matched[j] = e
-        which[j] = k
-    return matched, which
+        if near >= 0:
+            suspect[d] = near
+            suspect_score[d] = near_score
+        for b in range(n_bands):
+            key = keys[d, b]
+            if key in heads:
+                chain[d, b] = heads[key]
+            heads[key] = d
+    return matched, score, suspect, suspect_score
 
 
-def resolve_earlier_wins(
-    n: int, earlier: np.ndarray, later: np.ndarray, score_rank: np.ndarray, dropped_before: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Greedy dedup in batch order over qualifying pairs.
+def stream_simhash(
+    simhash: np.ndarray, active: np.ndarray, max_distance: int, suspect_max_distance: int
+) -> StreamResult:
+    """Hamming <= max_distance against earlier kept rows sharing one of the four 16-bit bands."""
+    simhash = np.ascontiguousarray(simhash, dtype=np.uint64)
+    shifts = np.arange(4, dtype=np.uint64) * np.uint64(16)
+    keys = ((simhash[:, None] >> shifts) & np.uint64(0xFFFF)) | (np.arange(4, dtype=np.uint64) << np.uint64(16))
+    out = _stream(
+        np.ascontiguousarray(keys), active.astype(np.bool_), simhash.reshape(-1, 1), True,
+        int(max_distance), 2.0, float(suspect_max_distance),
+    )
+    return StreamResult(*out)
 
-    A document is dropped when an earlier document that is itself kept qualifies; among those it names
-    the best (lowest ``score_rank``). Rows already dropped (``dropped_before``) neither drop nor match.
-    Returns (matched row or -1 per row, index of the winning pair or -1).
-    """
-    order = np.lexsort((score_rank, later))
-    matched, which = _greedy(n, later[order], earlier[order], dropped_before.astype(np.bool_))
-    pair_index = np.where(which >= 0, order[np.maximum(which, 0)], -1)
-    return matched, pair_index
+
+def stream_minhash(
+    band_keys: np.ndarray, signatures: np.ndarray, active: np.ndarray, threshold: float, suspect_min: float
+) -> StreamResult:
+    """Estimated Jaccard >= threshold against earlier kept rows sharing an LSH band."""
+    out = _stream(
+        np.ascontiguousarray(band_keys, dtype=np.uint64), active.astype(np.bool_),
+        np.ascontiguousarray(signatures), False, 0, float(threshold), float(suspect_min),
+    )
+    return StreamResult(*out)

@@ -51,3 +51,17 @@ def codepoints(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     text = bytes(raw).decode("utf-8")
     cp = np.frombuffer(text.encode("utf-32-le"), np.uint32)
     return cp, offsets
+
+
+def strings_from_codepoints(cp: np.ndarray, offsets: np.ndarray) -> pa.StringArray:
+    """The inverse of ``codepoints``: build an Arrow string array without a per-row Python loop."""
+    n = len(offsets) - 1
+    cp = np.ascontiguousarray(cp, dtype=np.uint32)
+    utf8 = cp.tobytes().decode("utf-32-le").encode("utf-8")
+    widths = 1 + (cp >= 0x80).astype(np.int64) + (cp >= 0x800) + (cp >= 0x10000)
+    cumulative = np.zeros(len(cp) + 1, np.int64)
+    np.cumsum(widths, out=cumulative[1:])
+    byte_offsets = cumulative[offsets]
+    typ = pa.string() if byte_offsets[-1] < 2**31 else pa.large_string()
+    dtype = np.int32 if typ == pa.string() else np.int64
+    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(byte_offsets.astype(dtype)), pa.py_buffer(utf8)])

@@ -5,7 +5,7 @@ gives exactly the signature ``signatures`` computes for the same shingles.
 
 Banding: 21 bands x 6 rows (126 of the 128 values). A pair with Jaccard s becomes a candidate with
 probability 1 - (1 - s^6)^21: 0.998 at s = 0.8 (so recall >= 0.99 at the threshold), 0.984 at 0.75,
-0.28 at 0.5 and 0.0045 at 0.3, which keeps the candidate lists that the verification step reads short.
+0.28 at 0.5 and 0.015 at 0.3, which keeps the candidate lists that the verification step reads short.
 """
 
 from __future__ import annotations

@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from dedup_tasks.fingerprint.content_hash import content_hashes
+from dedup_tasks.fingerprint.content_hash import content_hashes_of_text
 from dedup_tasks.layers.base import set_column
-from dedup_tasks.normalize.text import normalize_text
 
 
 def ensure_content_hash(batch: pa.Table) -> pa.Table:
+    """Add _ch_hi/_ch_lo unless ``prepare`` already did."""
     if "_ch_hi" in batch.column_names:
         return batch
-    hashes = content_hashes(normalize_text(batch.column("title")), normalize_text(batch.column("content")))
+    hashes = content_hashes_of_text(batch.column("title"), batch.column("content"))
     batch = set_column(batch, "_ch_hi", pa.array(hashes[:, 0], pa.uint64()))
     return set_column(batch, "_ch_lo", pa.array(hashes[:, 1], pa.uint64()))
 

@@ -6,7 +6,15 @@ import numpy as np
 import pyarrow as pa
 
 from dedup_tasks.fingerprint.content_hash import hash128_key
-from dedup_tasks.layers.base import Drops, Layer, LayerContext, add_reason, column_np, first_match_per_query, strings_np
+from dedup_tasks.layers.base import (
+    Drops,
+    Layer,
+    LayerContext,
+    add_reason,
+    column_np,
+    first_match_per_query,
+    strings_np,
+)
 from dedup_tasks.layers.content import content_hash_columns, ensure_content_hash
 
 EMPTY_REASON = "empty content: no content fingerprint, kept"

@@ -6,9 +6,17 @@ import numpy as np
 import pyarrow as pa
 
 from dedup_tasks.fingerprint import kernels
-from dedup_tasks.fingerprint.candidates import bucket_pairs, resolve_earlier_wins
+from dedup_tasks.fingerprint.candidates import stream_minhash
 from dedup_tasks.fingerprint.minhash import MinHasher, estimated_jaccard
-from dedup_tasks.layers.base import Drops, Layer, LayerContext, add_reason, first_match_per_query, set_column, strings_np
+from dedup_tasks.layers.base import (
+    Drops,
+    Layer,
+    LayerContext,
+    add_reason,
+    first_match_per_query,
+    set_column,
+    strings_np,
+)
 from dedup_tasks.layers.near import best_per_row, chunks, near_text_codepoints, record_suspects
 
 NO_SHINGLES_REASON = "no text to shingle: MinHash not applied"
@@ -80,22 +88,17 @@ class MinHashLayer(Layer):
             sus_batch.append(hits.batch_id[near])
             sus_score.append(jac[near])
 
-        local = np.flatnonzero(has)
-        early, late = bucket_pairs(keys[local])
-        jac = estimated_jaccard(sig[local[early]], sig[local[late]]) if len(early) else np.empty(0)
-        ok = jac >= cfg.minhash_threshold
-        matched, pair = resolve_earlier_wins(len(local), early[ok], late[ok], -jac[ok], drop[local])
-        won = matched >= 0
-        rows = local[won]
+        local = stream_minhash(keys, sig, has & ~drop, cfg.minhash_threshold, cfg.suspect_jaccard_min)
+        rows = np.flatnonzero(local.matched >= 0)
         drop[rows] = True
-        matched_doc[rows] = doc_ids[local[matched[won]]]
+        matched_doc[rows] = doc_ids[local.matched[rows]]
         matched_batch[rows] = ctx.batch_id
-        score[rows] = jac[ok][pair[won]]
-        near = ~ok & (jac >= cfg.suspect_jaccard_min)
-        sus_rows.append(local[late[near]])
-        sus_doc.append(doc_ids[local[early[near]]])
-        sus_batch.append(np.full(int(near.sum()), ctx.batch_id, object))
-        sus_score.append(jac[near])
+        score[rows] = local.score[rows]
+        near = np.flatnonzero(local.suspect >= 0)
+        sus_rows.append(near)
+        sus_doc.append(doc_ids[local.suspect[near]])
+        sus_batch.append(np.full(len(near), ctx.batch_id, object))
+        sus_score.append(local.suspect_score[near])
 
         all_rows = np.concatenate(sus_rows)
         all_score = np.concatenate(sus_score).astype(float)

@@ -6,9 +6,17 @@ import numpy as np
 import pyarrow as pa
 
 from dedup_tasks.fingerprint import kernels
-from dedup_tasks.fingerprint.candidates import bucket_pairs, resolve_earlier_wins
-from dedup_tasks.fingerprint.simhash import bands, hamming
-from dedup_tasks.layers.base import Drops, Layer, LayerContext, add_reason, first_match_per_query, set_column, strings_np
+from dedup_tasks.fingerprint.candidates import stream_simhash
+from dedup_tasks.fingerprint.simhash import hamming
+from dedup_tasks.layers.base import (
+    Drops,
+    Layer,
+    LayerContext,
+    add_reason,
+    first_match_per_query,
+    set_column,
+    strings_np,
+)
 from dedup_tasks.layers.near import best_per_row, chunks, near_text_codepoints, record_suspects, text_lengths
 
 SHORT_REASON = "short text: not dropped on SimHash alone"
@@ -64,23 +72,17 @@ class SimHashLayer(Layer):
             sus_batch.append(hits.batch_id[near])
             sus_score.append(dist[near])
 
-        local = np.flatnonzero(reliable)
-        band_values = bands(sims[local]).astype(np.uint64) | (np.arange(4, dtype=np.uint64) << np.uint64(16))
-        early, late = bucket_pairs(band_values)
-        dist = hamming(sims[local[early]], sims[local[late]])
-        ok = dist <= cfg.simhash_max_distance
-        matched, pair = resolve_earlier_wins(len(local), early[ok], late[ok], dist[ok], drop[local])
-        won = matched >= 0
-        rows = local[won]
+        local = stream_simhash(sims, reliable & ~drop, cfg.simhash_max_distance, cfg.suspect_hamming_max)
+        rows = np.flatnonzero(local.matched >= 0)
         drop[rows] = True
-        matched_doc[rows] = doc_ids[local[matched[won]]]
+        matched_doc[rows] = doc_ids[local.matched[rows]]
         matched_batch[rows] = ctx.batch_id
-        score[rows] = dist[ok][pair[won]]
-        near = ~ok & (dist <= cfg.suspect_hamming_max)
-        sus_rows.append(local[late[near]])
-        sus_doc.append(doc_ids[local[early[near]]])
-        sus_batch.append(np.full(int(near.sum()), ctx.batch_id, object))
-        sus_score.append(dist[near])
+        score[rows] = local.score[rows]
+        near = np.flatnonzero(local.suspect >= 0)
+        sus_rows.append(near)
+        sus_doc.append(doc_ids[local.suspect[near]])
+        sus_batch.append(np.full(len(near), ctx.batch_id, object))
+        sus_score.append(local.suspect_score[near])
 
         all_rows = np.concatenate(sus_rows) if sus_rows else np.empty(0, np.int64)
         all_score = np.concatenate(sus_score).astype(float) if sus_score else np.empty(0)

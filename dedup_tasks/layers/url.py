@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from dedup_tasks.layers.base import Drops, Layer, LayerContext, add_reason, column_np, first_match_per_query, strings_np
+from dedup_tasks.layers.base import (
+    Drops,
+    Layer,
+    LayerContext,
+    add_reason,
+    column_np,
+    first_match_per_query,
+    strings_np,
+)
 from dedup_tasks.layers.content import content_hash_columns, ensure_content_hash
 
 
@@ -51,17 +59,17 @@ class UrlLayer(Layer):
             k = keys[rows]
             c = content[rows]
             same_pair = np.concatenate([[False], (k[1:] == k[:-1]) & (c[1:] == c[:-1]).all(axis=1)])
-            same_url = np.concatenate([[False], k[1:] == k[:-1]])
             first_of_pair = np.maximum.accumulate(np.where(~same_pair, np.arange(len(rows)), 0))
-            first_of_url = np.maximum.accumulate(np.where(~same_url, np.arange(len(rows)), 0))
+            url_start = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
+            group_of = np.repeat(np.arange(len(url_start)), np.diff(np.append(url_start, len(rows))))
+            earliest_of_url = np.minimum.reduceat(rows, url_start)[group_of]
             repeats = rows[same_pair]
             drop[repeats] = True
             matched_doc[repeats] = doc_ids[rows[first_of_pair[same_pair]]]
             matched_batch[repeats] = ctx.batch_id
-            # A URL's first row in the batch is the earliest; any other (url, content) is an update of it.
-            later_versions = rows[same_url & ~same_pair]
+            # Any other content under a URL than its earliest row's is an update of that page.
+            later_versions = rows[~same_pair & (rows != earliest_of_url)]
             update_of[later_versions] = "url seen earlier in the batch with other content: kept as an update"
-            del first_of_url
 
         batch = add_reason(batch, ~valid, np.where(~valid, column_np(batch, "_url_reason"), None).astype(object))
         is_update = np.array([u is not None for u in update_of]) & ~drop

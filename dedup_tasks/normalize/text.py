@@ -4,11 +4,14 @@ Three views of a document are used by the cascade:
 
 * ``normalize_text``: NFKC (which also folds full-width ASCII and the ideographic space to half
   width), lower case, whitespace collapsed. The exact layer hashes this view.
-* ``token_text``: ``normalize_text`` with punctuation and symbols replaced by spaces. SimHash and
-  MinHash shingle this view, so punctuation noise does not change a near-duplicate fingerprint.
-* ``strip_boilerplate``: lines repeated across many documents of one site within the batch (menus,
-  copyright footers, related-links blocks) removed before shingling, so different articles under one
-  heavy template are not mistaken for copies of each other.
+* ``token_text``: the same with punctuation and symbols as separators: words joined by single
+  spaces. SimHash and MinHash shingle this view, so punctuation noise does not move a fingerprint.
+* ``strip_boilerplate``: lines repeated across several documents of one site within the batch
+  (menus, copyright footers, related-links blocks) removed before shingling, so different articles
+  under one heavy template are not mistaken for copies of each other.
+
+NFKC and lower-casing run in Arrow; the character-class passes run as compiled kernels over code
+points (``codepoint_kernels``).
 """
 
 from __future__ import annotations
@@ -17,16 +20,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_WHITESPACE = r"\s+"
-# Punctuation, symbols and whitespace (RE2 Unicode classes).
-_NON_WORD = r"[\p{P}\p{S}\s]+"
+from dedup_tasks.normalize import codepoint_kernels as ck
+
+BOILERPLATE_MIN_DOCS = 4
+BOILERPLATE_MIN_RESIDUAL = 40
 
 
 def as_string_array(values: pa.Array | pa.ChunkedArray) -> pa.StringArray:
     """One contiguous string array with nulls as empty strings."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks() if values.num_chunks else pa.array([], pa.string())
-    if pa.types.is_large_string(values.type):
+    if not pa.types.is_string(values.type):
         values = values.cast(pa.string())
     return pc.fill_null(values, "")
 
@@ -36,84 +40,87 @@ def nfkc_lower(values: pa.Array) -> pa.StringArray:
     return pc.utf8_lower(pc.utf8_normalize(as_string_array(values), form="NFKC"))
 
 
-def collapse_whitespace(values: pa.Array) -> pa.StringArray:
-    return pc.utf8_trim_whitespace(pc.replace_substring_regex(values, _WHITESPACE, " "))
+def _codepoints(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    from dedup_tasks.fingerprint.hashing import codepoints
+
+    return codepoints(values)
+
+
+def _strings(cp: np.ndarray, offsets: np.ndarray) -> pa.StringArray:
+    from dedup_tasks.fingerprint.hashing import strings_from_codepoints
+
+    return strings_from_codepoints(cp, offsets)
+
+
+def collapse_codepoints(cp: np.ndarray, offsets: np.ndarray, punctuation: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Whitespace runs (and punctuation/symbols when ``punctuation``) to one space, trimmed."""
+    return ck.collapse(cp, offsets, ck.CLASSES, punctuation)
 
 
 def normalize_text(values: pa.Array) -> pa.StringArray:
     """NFKC, full/half width folded, lower-cased, whitespace collapsed and trimmed."""
-    return collapse_whitespace(nfkc_lower(values))
+    return _strings(*collapse_codepoints(*_codepoints(nfkc_lower(values)), punctuation=False))
 
 
 def token_text(values: pa.Array) -> pa.StringArray:
     """Words separated by single spaces: punctuation and symbols become separators."""
-    return pc.utf8_trim_whitespace(pc.replace_substring_regex(as_string_array(values), _NON_WORD, " "))
+    return _strings(*collapse_codepoints(*_codepoints(nfkc_lower(values)), punctuation=True))
 
 
 def strip_boilerplate(
-    folded: pa.StringArray,
+    cp: np.ndarray,
+    offsets: np.ndarray,
     site: np.ndarray,
-    min_docs: int = 4,
-    min_residual_chars: int = 40,
-) -> pa.StringArray:
-    """Remove lines that occur in at least ``min_docs`` documents of the same site in this batch.
+    min_docs: int = BOILERPLATE_MIN_DOCS,
+    min_residual: int = BOILERPLATE_MIN_RESIDUAL,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Token text of each document without lines found in >= ``min_docs`` documents of its site.
 
-    ``folded`` is ``nfkc_lower`` output (line breaks intact); ``site`` is a per-row site key (host).
-    A document whose residual would be shorter than ``min_residual_chars`` keeps its full text: it is
-    then mostly template (or one of many copies on its own site), and its full text is the honest
-    fingerprint. Lines are compared after whitespace collapse.
+    ``cp``/``offsets`` are the folded (NFKC, lower-case) texts with line breaks intact; ``site`` is a
+    per-row site key. A document whose residual would be shorter than ``min_residual`` characters
+    keeps its full text: it is then mostly template (or one of many copies on its own site), and its
+    full text is the honest fingerprint.
     """
-    n = len(folded)
+    full = collapse_codepoints(cp, offsets, punctuation=True)
+    n = len(offsets) - 1
     if n == 0:
-        return folded
-    lines = pc.split_pattern(folded, "\n")
-    flat = collapse_whitespace(lines.flatten())
-    line_offsets = lines.offsets.to_numpy()
-    counts = np.diff(line_offsets)
-    doc_of_line = np.repeat(np.arange(n), counts)
-    # Site and line text identify a template line; factorize both to integer codes.
-    site_codes = _factorize(pa.array(site.astype(object), pa.string()))
-    line_codes = _factorize(flat)
-    nonempty = pc.greater(pc.utf8_length(flat), 0).to_numpy(zero_copy_only=False)
-    key = site_codes[doc_of_line].astype(np.int64) * (int(line_codes.max(initial=0)) + 1) + line_codes
-    # Count distinct documents per (site, line): a line repeated inside one document is not template.
-    doc_key = np.unique(np.stack([key, doc_of_line]), axis=1)
-    uniq_keys, doc_counts = np.unique(doc_key[0], return_counts=True)
-    docs_with_line = doc_counts[np.searchsorted(uniq_keys, key)]
-    boiler = nonempty & (docs_with_line >= min_docs)
+        return full
+    doc, line_hash, starts, ends = ck.token_lines(cp, offsets, ck.CLASSES)
+    if len(doc) == 0:
+        return full
+    site_codes = pc.dictionary_encode(pa.array(site.astype(object), pa.string())).indices.to_numpy(zero_copy_only=False)
+    # (site, line) key; a line repeated inside one document counts once.
+    key = line_hash ^ (site_codes[doc].astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    pair = np.unique(np.stack([key, doc.astype(np.uint64)], axis=1).view(np.dtype((np.void, 16))).ravel(), return_index=True)[1]
+    uniq_keys, docs_per_key = np.unique(key[pair], return_counts=True)
+    boiler = docs_per_key[np.searchsorted(uniq_keys, key)] >= min_docs
     if not boiler.any():
-        return collapse_whitespace(folded)
-    kept_lines = flat.filter(pa.array(~boiler))
-    kept_per_doc = np.bincount(doc_of_line[~boiler], minlength=n)
-    offsets = np.concatenate([[0], np.cumsum(kept_per_doc)]).astype(np.int32)
-    stripped = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), kept_lines), " ")
-    stripped = collapse_whitespace(stripped)
-    full = collapse_whitespace(folded)
-    short = pc.less(pc.utf8_length(stripped), min_residual_chars)
-    return pc.if_else(short, full, stripped)
+        return full
+    stripped_cp, stripped_off = ck.remove_spans(cp, offsets, starts[boiler], ends[boiler], doc[boiler])
+    stripped_cp, stripped_off = collapse_codepoints(stripped_cp, stripped_off, punctuation=True)
+    short = np.diff(stripped_off) < min_residual
+    if not short.any():
+        return stripped_cp, stripped_off
+    return choose_texts(full, (stripped_cp, stripped_off), short)
 
 
-def _factorize(values: pa.Array) -> np.ndarray:
-    encoded = pc.dictionary_encode(values)
-    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+def choose_texts(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], take_a: np.ndarray):
+    """Per document, the code points of ``a`` where ``take_a`` else of ``b``."""
+    return ck.choose(a[0], a[1], b[0], b[1], take_a.astype(np.bool_))
 
 
-def cjk_share(values: pa.StringArray) -> np.ndarray:
-    """Share of CJK ideographs (and kana/hangul) among non-space characters, per row."""
-    total = pc.utf8_length(pc.replace_substring_regex(values, r"\s+", "")).to_numpy(zero_copy_only=False)
-    cjk = pc.utf8_length(
-        pc.replace_substring_regex(values, r"[^\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+", "")
-    ).to_numpy(zero_copy_only=False)
-    return np.divide(cjk, total, out=np.zeros(len(total), float), where=total > 0)
+def detect_lang(cp: np.ndarray, offsets: np.ndarray, given: pa.Array | None = None, threshold: float = 0.3) -> np.ndarray:
+    """'zh' where CJK characters are more than ``threshold`` of the word characters, else 'en'.
 
-
-def detect_lang(values: pa.StringArray, given: pa.Array | None = None, threshold: float = 0.3) -> np.ndarray:
-    """'zh' where CJK characters dominate, else 'en'; a non-null ``given`` language wins."""
-    detected = np.where(cjk_share(values) > threshold, "zh", "en").astype(object)
+    A given language wins when it is 'zh*' or 'en*'; other given languages are detected.
+    """
+    cjk, word = ck.cjk_counts(cp, offsets, ck.CLASSES)
+    share = np.divide(cjk, word, out=np.zeros(len(word), float), where=word > 0)
+    detected = np.where(share > threshold, "zh", "en").astype(object)
     if given is None:
         return detected
-    given_np = as_string_array(given).to_numpy(zero_copy_only=False).astype(object)
-    has = given_np != ""
+    given_np = np.char.lower(as_string_array(given).to_numpy(zero_copy_only=False).astype(str))
     out = detected.copy()
-    out[has] = np.where(np.char.startswith(given_np[has].astype(str), "zh"), "zh", "en")
+    out[np.char.startswith(given_np, "zh")] = "zh"
+    out[np.char.startswith(given_np, "en")] = "en"
     return out

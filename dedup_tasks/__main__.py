@@ -1,0 +1,5 @@
+import sys
+
+from dedup_tasks.cli import main
+
+sys.exit(main())

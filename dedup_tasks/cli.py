@@ -1,0 +1,147 @@
+"""Command line: ``python -m dedup_tasks run|db|sample ...``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from dedup_tasks.config import ALL_LAYERS, ConfigError, DedupConfig
+from dedup_tasks.contract import ContractError
+from dedup_tasks.io import BatchPaths, InputError, parse_batch_id
+from dedup_tasks.layers import LayerStats
+from dedup_tasks.registry.base import MemoryRegistry, Registry
+
+
+def _parse_set(values: list[str]) -> dict[str, str]:
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m dedup_tasks", description="Deduplicate web-crawl batches.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="deduplicate one batch (an hour partition, or any Parquet file/dir)")
+    run.add_argument("--root", type=Path, help="data root (default DEDUP_ROOT or ./data)")
+    run.add_argument("--batch", help="batch id, an hour like 2026-12-01T00 (reads ROOT/crawl/dt=.../hour=...)")
+    run.add_argument("--input", type=Path, help="a Parquet file or directory outside the root layout")
+    run.add_argument("--out", type=Path, help="with --input: where deduped/, decisions/ and runs/ go")
+    run.add_argument("--layers", help=f"comma-separated subset of {','.join(ALL_LAYERS)}")
+    run.add_argument("--no-registry", action="store_true", help="in-batch dedup only: no registry is read or written")
+    run.add_argument("--db-url", help="registry DSN (default DEDUP_DB_URL, Airflow conn dedup_db, embedded)")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
+    run.add_argument("--no-progress", action="store_true", help="plain one-line-per-layer output")
+
+    db = sub.add_parser("db", help="registry maintenance: migrate, status, rebuild-bloom")
+    db.add_argument("db_args", nargs=argparse.REMAINDER)
+
+    sample = sub.add_parser("sample", help="write a small synthetic crawl hour (for trying the pipeline)")
+    sample.add_argument("--root", type=Path, required=True)
+    sample.add_argument("--batch", default="2026-12-01T00")
+    sample.add_argument("--docs", type=int, default=2000)
+    sample.add_argument("--hours", type=int, default=1)
+    sample.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+class Progress:
+    """A tqdm bar over the cascade's steps on a terminal; one line per step otherwise."""
+
+    def __init__(self, enabled: bool, total_steps: int, stream=sys.stderr) -> None:
+        self.stream = stream
+        self.bar = None
+        if enabled and stream.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total_steps, unit="step", file=stream, desc="cascade")
+
+    def __call__(self, stats: LayerStats) -> None:
+        rate = stats.rows_in / stats.seconds if stats.seconds > 0 else float("inf")
+        text = f"{stats.layer}: {stats.rows_in} in, {stats.dropped} dropped, {stats.seconds:.2f}s ({rate:,.0f} docs/s)"
+        if self.bar is not None:
+            self.bar.set_postfix_str(text)
+            self.bar.update(1)
+        else:
+            print(text, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+@contextlib.contextmanager
+def open_registry_for(config: DedupConfig, no_registry: bool) -> Iterator[Registry]:
+    if no_registry:
+        yield MemoryRegistry()
+        return
+    from dedup_tasks.registry.connect import open_registry
+
+    with open_registry(config) as registry:
+        yield registry
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from dedup_tasks.pipeline import run_partition
+
+    overrides: dict[str, object] = _parse_set(args.set)
+    if args.root:
+        overrides["root"] = str(args.root)
+    if args.layers:
+        overrides["layers"] = args.layers
+    if args.db_url:
+        overrides["db_url"] = args.db_url
+    config = DedupConfig.load(overrides)
+    if args.input:
+        if not args.out:
+            raise ConfigError("--input needs --out (where deduped/, decisions/ and runs/ are written)")
+        batch_id = parse_batch_id(args.batch) if args.batch else args.input.stem.replace(" ", "_")
+        paths = BatchPaths(args.out, batch_id, input_override=args.input)
+        config = config.replace(root=str(args.out))
+    else:
+        if not args.batch:
+            raise ConfigError("run needs --batch (or --input FILE_OR_DIR --out DIR)")
+        paths = BatchPaths(Path(config.root), parse_batch_id(args.batch))
+    steps = 3 + len(config.layers)
+    progress = Progress(not args.no_progress, steps)
+    try:
+        with open_registry_for(config, args.no_registry) as registry:
+            summary = run_partition(paths, config, registry, on_layer=progress)
+    finally:
+        progress.close()
+    print(summary.table())
+    print(f"deduped:   {paths.deduped}\ndecisions: {paths.decisions}\nsummary:   {paths.summary}")
+    return 0
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from dedup_tasks.sample import write_sample_crawl
+
+    written = write_sample_crawl(args.root, args.batch, args.docs, args.hours, args.seed)
+    for path in written:
+        print(path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "sample":
+            return cmd_sample(args)
+        if args.command == "db":
+            from dedup_tasks.registry.cli import db_main
+
+            return db_main(args.db_args)
+    except (ConfigError, ContractError, InputError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 1

@@ -1,0 +1,211 @@
+"""Compiled normalization passes over a batch's code points (see fingerprint.hashing.codepoints).
+
+Arrow's regex kernels cost ~100 ns per character with Unicode classes; these passes are one table
+lookup per character. Character classes come from ``unicodedata`` once, at import.
+"""
+
+from __future__ import annotations
+
+import sys
+import unicodedata
+
+import numpy as np
+from numba import njit, prange
+
+from dedup_tasks.fingerprint.kernels import POLY, _finish
+
+# 0 = word character, 1 = whitespace, 2 = punctuation or symbol, 3 = line break
+WORD, SPACE, PUNCT, NEWLINE = 0, 1, 2, 3
+_TABLE_SIZE = 0x20000  # BMP and the symbol/emoji plane; higher planes are ideographs: word characters
+
+
+def _char_classes() -> np.ndarray:
+    table = np.zeros(_TABLE_SIZE, np.uint8)
+    for code in range(_TABLE_SIZE):
+        if 0xD800 <= code <= 0xDFFF:
+            table[code] = PUNCT
+            continue
+        category = unicodedata.category(chr(code))
+        if category[0] in "PS":
+            table[code] = PUNCT
+        elif category[0] == "Z" or category == "Cc" and chr(code).isspace():
+            table[code] = SPACE
+        elif category in ("Cc", "Cf", "Cs", "Co", "Cn") and code > 0x7F:
+            table[code] = SPACE if category in ("Cc", "Cf") else WORD
+    for code in (0x0A, 0x0D, 0x0B, 0x0C, 0x85, 0x2028, 0x2029):
+        table[code] = NEWLINE
+    for code in (0x09, 0x1C, 0x1D, 0x1E, 0x1F):
+        table[code] = SPACE
+    return table
+
+
+CLASSES = _char_classes()
+assert sys.maxunicode == 0x10FFFF
+
+
+@njit(inline="always", cache=True)
+def _cls(table, c):
+    # Signed index: numba compares uint32 with int64 through float64, which is slow.
+    ci = np.int64(c)
+    return np.int64(table[ci]) if ci < table.shape[0] else np.int64(0)
+
+
+@njit(parallel=True, cache=True)
+def collapse(cp, offsets, table, punct_is_space):
+    """Runs of whitespace (and, if asked, punctuation/symbols) become one space; ends trimmed."""
+    n = len(offsets) - 1
+    lengths = np.zeros(n, np.int64)
+    out = np.empty(len(cp), np.uint32)
+    for d in prange(n):
+        pos = offsets[d]
+        pending = False
+        for i in range(offsets[d], offsets[d + 1]):
+            k = _cls(table, cp[i])
+            sep = k == 1 or k == 3 or (punct_is_space and k == 2)
+            if sep:
+                pending = pos > offsets[d]
+            else:
+                if pending:
+                    out[pos] = 32
+                    pos += 1
+                    pending = False
+                out[pos] = cp[i]
+                pos += 1
+        lengths[d] = pos - offsets[d]
+    return _compact(out, offsets, lengths)
+
+
+@njit(cache=True)
+def _compact(buf, offsets, lengths):
+    n = len(lengths)
+    new_offsets = np.zeros(n + 1, np.int64)
+    for d in range(n):
+        new_offsets[d + 1] = new_offsets[d] + lengths[d]
+    out = np.empty(new_offsets[n], np.uint32)
+    for d in range(n):
+        out[new_offsets[d] : new_offsets[d + 1]] = buf[offsets[d] : offsets[d] + lengths[d]]
+    return out, new_offsets
+
+
+@njit(parallel=True, cache=True)
+def token_lines(cp, offsets, table):
+    """Per non-empty input line: (document, hash of its token text, start, end) in ``cp``.
+
+    A line's token text is its words joined by single spaces; its hash is the one ``_span_hash``
+    gives those code points, computed on the fly in one pass.
+    """
+    n = len(offsets) - 1
+    counts = np.zeros(n, np.int64)
+    for d in prange(n):
+        lines = 1
+        for i in range(offsets[d], offsets[d + 1]):
+            if _cls(table, cp[i]) == 3:
+                lines += 1
+        counts[d] = lines
+    line_off = np.zeros(n + 1, np.int64)
+    for d in range(n):
+        line_off[d + 1] = line_off[d] + counts[d]
+    total = line_off[n]
+    doc = np.empty(total, np.int64)
+    hashes = np.empty(total, np.uint64)
+    starts = np.empty(total, np.int64)
+    ends = np.empty(total, np.int64)
+    valid = np.zeros(total, np.bool_)
+    for d in prange(n):
+        m = line_off[d]
+        line_start = offsets[d]
+        h = np.uint64(0)
+        length = 0
+        pending = False
+        end = offsets[d + 1]
+        for i in range(offsets[d], end + 1):
+            k = 3 if i == end else _cls(table, cp[i])
+            if k == 3:
+                if length > 0:
+                    doc[m] = d
+                    hashes[m] = _finish(h, length)
+                    starts[m] = line_start
+                    ends[m] = i
+                    valid[m] = True
+                m += 1
+                line_start = i + 1
+                h = np.uint64(0)
+                length = 0
+                pending = False
+            elif k == 0:
+                if pending and length > 0:
+                    h = h * POLY + np.uint64(32)
+                    length += 1
+                pending = False
+                h = h * POLY + np.uint64(cp[i])
+                length += 1
+            else:
+                pending = True
+    return doc[valid], hashes[valid], starts[valid], ends[valid]
+
+
+@njit(cache=True)
+def remove_spans(cp, offsets, starts, ends, doc):
+    """Each document's code points without the given [start, end) spans (sorted, per document)."""
+    n = len(offsets) - 1
+    out = np.empty(len(cp) + n, np.uint32)
+    new_offsets = np.zeros(n + 1, np.int64)
+    pos = 0
+    k = 0
+    for d in range(n):
+        i = offsets[d]
+        while k < len(doc) and doc[k] < d:
+            k += 1
+        while i < offsets[d + 1]:
+            if k < len(doc) and doc[k] == d and i >= starts[k]:
+                i = ends[k]
+                # the removed line's break stays a separator
+                out[pos] = 10
+                pos += 1
+                k += 1
+                continue
+            out[pos] = cp[i]
+            pos += 1
+            i += 1
+        new_offsets[d + 1] = pos
+    return out[:pos], new_offsets
+
+
+@njit(parallel=True, cache=True)
+def cjk_counts(cp, offsets, table):
+    """(CJK ideograph/kana/hangul count, word-character count) per document."""
+    n = len(offsets) - 1
+    cjk = np.zeros(n, np.int64)
+    word = np.zeros(n, np.int64)
+    for d in prange(n):
+        for i in range(offsets[d], offsets[d + 1]):
+            c = np.int64(cp[i])
+            if _cls(table, c) == 0:
+                word[d] += 1
+                if (
+                    (0x4E00 <= c <= 0x9FFF)
+                    or (0x3400 <= c <= 0x4DBF)
+                    or (0x20000 <= c <= 0x2FFFF)
+                    or (0x3040 <= c <= 0x30FF)
+                    or (0xAC00 <= c <= 0xD7AF)
+                    or (0xF900 <= c <= 0xFAFF)
+                ):
+                    cjk[d] += 1
+    return cjk, word
+
+
+@njit(cache=True)
+def choose(a_cp, a_off, b_cp, b_off, take_a):
+    """Per document, the code points of a where take_a else of b."""
+    n = len(take_a)
+    out_off = np.zeros(n + 1, np.int64)
+    for d in range(n):
+        length = (a_off[d + 1] - a_off[d]) if take_a[d] else (b_off[d + 1] - b_off[d])
+        out_off[d + 1] = out_off[d] + length
+    out = np.empty(out_off[n], np.uint32)
+    for d in range(n):
+        if take_a[d]:
+            out[out_off[d] : out_off[d + 1]] = a_cp[a_off[d] : a_off[d + 1]]
+        else:
+            out[out_off[d] : out_off[d + 1]] = b_cp[b_off[d] : b_off[d + 1]]
+    return out, out_off

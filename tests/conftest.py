@@ -1,0 +1,65 @@
+"""Shared fixtures: real Parquet batches built from the shared news corpora or from small texts."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("DEDUP_SHARED_DATA", REPO.parent / "shared" / "data"))
+BASE_TIME = pd.Timestamp("2026-12-01T00:00:00Z")
+
+
+def corpus_articles(name: str, limit: int) -> list[dict]:
+    path = SHARED_DATA / "corpora" / name
+    if not path.exists():
+        pytest.skip(f"shared corpus {path} not available")
+    out = []
+    with path.open() as fh:
+        for line in fh:
+            row = json.loads(line)
+            if len(row.get("text") or "") >= 300:
+                out.append(row)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def make_batch(rows: list[dict], start: pd.Timestamp = BASE_TIME) -> pa.Table:
+    """Rows of doc_id/url/title/content (+ optional fetched_at, lang, extra) as a contract table."""
+    records = []
+    for i, row in enumerate(rows):
+        rec = {"fetched_at": start + pd.Timedelta(seconds=i), "title": None, "content": None, "url": None}
+        rec.update(row)
+        records.append(rec)
+    frame = pd.DataFrame(records)
+    frame["fetched_at"] = pd.to_datetime(frame["fetched_at"], utc=True).astype("datetime64[us, UTC]")
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    for name in ("doc_id", "url", "title", "content"):
+        idx = table.column_names.index(name)
+        table = table.set_column(idx, name, table.column(name).cast(pa.string()))
+    return table
+
+
+def write_partition(root: Path, batch_id: str, table: pa.Table) -> Path:
+    day, hour = batch_id.split("T")
+    part = root / "crawl" / f"dt={day}" / f"hour={hour}"
+    part.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, part / "part-00000.parquet")
+    return part
+
+
+@pytest.fixture
+def en_articles() -> list[dict]:
+    return corpus_articles("en_reuters21578.jsonl", 400)
+
+
+@pytest.fixture
+def zh_articles() -> list[dict]:
+    return corpus_articles("zh_sogou_smarty.jsonl", 120)

@@ -1,0 +1,67 @@
+import numpy as np
+import pyarrow as pa
+
+from dedup_tasks.fingerprint.hashing import codepoints, strings_from_codepoints
+from dedup_tasks.normalize.text import detect_lang, nfkc_lower, normalize_text, strip_boilerplate, token_text
+from dedup_tasks.normalize.tokens import segment_words, shingles
+
+
+def test_normalize_folds_width_case_and_whitespace():
+    out = normalize_text(pa.array(["ＶＩＰ　Ｃａｒ\t\n  Ｎｏ．１ ", "Straße  ÀB", None, "ｶﾀｶﾅ"])).to_pylist()
+    assert out == ["vip car no.1", "straße àb", "", "カタカナ"]
+
+
+def test_token_text_drops_punctuation_and_symbols():
+    out = token_text(pa.array(["Hello, world!! -- it's $5 (approx.)", "深圳地铁，将设立“头等车厢”。"])).to_pylist()
+    assert out == ["hello world it s 5 approx", "深圳地铁 将设立 头等车厢"]
+
+
+def test_codepoints_round_trip_with_astral_characters():
+    values = pa.array(["a😀b", "", "𠀀中文", "x"])
+    cp, offsets = codepoints(values)
+    assert offsets.tolist() == [0, 3, 3, 6, 7]
+    assert strings_from_codepoints(cp, offsets).to_pylist() == values.to_pylist()
+
+
+def test_strip_boilerplate_removes_site_template_lines_only():
+    header = "Home | World | Business | Sports | Contact us"
+    footer = "Copyright 2026 Example News. All rights reserved."
+    bodies = [f"Article number {i} reports a different event with its own details and quotes." for i in range(5)]
+    docs = [f"{header}\n{body}\n{footer}" for body in bodies]
+    docs.append(f"{header}\nAnother site keeps this header line because it is rare there.\n{footer}")
+    sites = np.array(["a.com"] * 5 + ["b.com"], object)
+    cp, offsets = codepoints(nfkc_lower(pa.array(docs)))
+    out = strings_from_codepoints(*strip_boilerplate(cp, offsets, sites)).to_pylist()
+    assert out[0] == "article number 0 reports a different event with its own details and quotes"
+    assert "home world business" in out[5] and "copyright" in out[5]
+
+
+def test_strip_boilerplate_keeps_full_text_when_residual_is_tiny():
+    docs = ["same line for everyone\nok"] * 5
+    cp, offsets = codepoints(nfkc_lower(pa.array(docs)))
+    out = strings_from_codepoints(*strip_boilerplate(cp, offsets, np.array(["s"] * 5, object))).to_pylist()
+    assert out == ["same line for everyone ok"] * 5
+
+
+def test_detect_lang_uses_given_language_first():
+    texts = pa.array(["这是一个中文句子", "an english sentence", "mostly english 一", "日本語", "x"])
+    cp, offsets = codepoints(texts)
+    assert detect_lang(cp, offsets).tolist() == ["zh", "en", "en", "zh", "en"]
+    given = pa.array([None, "zh-CN", None, "ja", "EN"])
+    assert detect_lang(cp, offsets, given).tolist() == ["zh", "zh", "en", "zh", "en"]
+
+
+def test_segmentation_is_jieba_compatible():
+    import jieba
+
+    text = "深圳地铁将设立头等车厢买双倍票可享坐票"
+    out = segment_words(pa.array([text, "english words"]), np.array([True, False])).to_pylist()
+    assert out[0] == " ".join(w for w in jieba.cut(text) if w.strip())
+    assert out[1] == "english words"
+
+
+def test_shingle_definitions():
+    assert shingles("深圳 地铁将设立", "zh") == ["深圳地铁将", "圳地铁将设", "地铁将设立"]
+    assert shingles("a b c d", "en") == ["a b c", "b c d"]
+    assert shingles("a b", "en") == ["a b"]
+    assert shingles("", "zh") == []
