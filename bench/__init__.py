@@ -1,0 +1,1 @@
+"""Benchmark and quality suite: synthetic crawl generator (``bench.generate``), scorer (``bench.score``)."""
