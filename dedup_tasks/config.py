@@ -62,6 +62,7 @@ class DedupConfig:
     simhash_max_distance: int = 3
     simhash_min_chars: int = 100
     simhash_zh_features: str = "char2"  # "char2" (character bigrams) or "jieba" (word segmentation)
+    simhash_word_ngram: int = 2  # features are word bigrams: single words let function words dominate
 
     # L3 MinHash + LSH
     minhash_num_perm: int = 128

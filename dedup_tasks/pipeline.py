@@ -23,8 +23,8 @@ from dedup_tasks.io import BatchPaths, read_input, write_json, write_parquet_dir
 from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
 from dedup_tasks.layers.base import PRIVATE_PREFIX, REASON, add_reason, decision_rows, set_column, strings_np
 from dedup_tasks.layers.minhash import signatures_of
+from dedup_tasks.normalize import codepoint_kernels as ck
 from dedup_tasks.normalize.text import (
-    choose_texts,
     collapse_codepoints,
     detect_lang,
     nfkc_lower,
@@ -110,13 +110,11 @@ def prepare(table: pa.Table, config: DedupConfig, source: str = "batch") -> pa.T
     batch = set_column(batch, "_ch_hi", pa.array(hashes[:, 0], pa.uint64()))
     batch = set_column(batch, "_ch_lo", pa.array(hashes[:, 1], pa.uint64()))
 
-    near_cp, near_off = strip_boilerplate(content_cp, content_off, site)
+    # Near-duplicate layers read the title and the content without site boilerplate.
+    content_cp, content_off = strip_boilerplate(content_cp, content_off, site)
     title_tok = collapse_codepoints(title_cp, title_off, punctuation=True)
-    no_content = np.diff(near_off) == 0
-    empty = no_content & (np.diff(title_tok[1]) == 0)
-    if no_content.any():
-        # A document without content is fingerprinted by its title.
-        near_cp, near_off = choose_texts(title_tok, (near_cp, near_off), no_content)
+    empty = (np.diff(content_off) == 0) & (np.diff(title_tok[1]) == 0)
+    near_cp, near_off = ck.join_pairs(title_tok[0], title_tok[1], content_cp, content_off)
     batch = set_column(batch, "_empty", pa.array(empty))
     near = strings_from_codepoints(near_cp, near_off)
     too_long = np.diff(near_off) > MAX_NEAR_CHARS

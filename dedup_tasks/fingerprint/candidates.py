@@ -16,6 +16,9 @@ import numpy as np
 from numba import njit, types
 from numba.typed import Dict
 
+_NO_SETS = np.empty(0, np.uint32)
+_NO_OFFSETS = np.empty(0, np.int64)
+
 
 @dataclass
 class StreamResult:
@@ -26,7 +29,28 @@ class StreamResult:
 
 
 @njit(cache=True)
-def _stream(keys, active, values, is_simhash, max_distance, min_jaccard, suspect_bound):
+def _exact_jaccard(sets, set_off, a, b):
+    """Jaccard of two documents' sorted unique shingle hashes."""
+    i = set_off[a]
+    j = set_off[b]
+    i_end = set_off[a + 1]
+    j_end = set_off[b + 1]
+    common = 0
+    while i < i_end and j < j_end:
+        if sets[i] == sets[j]:
+            common += 1
+            i += 1
+            j += 1
+        elif sets[i] < sets[j]:
+            i += 1
+        else:
+            j += 1
+    union = (i_end - set_off[a]) + (j_end - set_off[b]) - common
+    return common / union if union > 0 else 0.0
+
+
+@njit(cache=True)
+def _stream(keys, active, values, is_simhash, max_distance, min_jaccard, suspect_bound, sets, set_off, exact_floor):
     n, n_bands = keys.shape
     matched = np.full(n, -1, np.int64)
     score = np.full(n, np.nan)
@@ -71,6 +95,9 @@ def _stream(keys, active, values, is_simhash, max_distance, min_jaccard, suspect
                             if values[d, k] == values[c, k]:
                                 eq += 1
                         s = eq / width
+                        if len(set_off) > 0 and s >= exact_floor:
+                            # In the batch the shingle sets are at hand: settle the estimate exactly.
+                            s = _exact_jaccard(sets, set_off, d, c)
                         if s >= min_jaccard:
                             if best < 0 or s > best_score or (s == best_score and c < best):
                                 best = c
@@ -103,17 +130,30 @@ def stream_simhash(
     keys = ((simhash[:, None] >> shifts) & np.uint64(0xFFFF)) | (np.arange(4, dtype=np.uint64) << np.uint64(16))
     out = _stream(
         np.ascontiguousarray(keys), active.astype(np.bool_), simhash.reshape(-1, 1), True,
-        int(max_distance), 2.0, float(suspect_max_distance),
+        int(max_distance), 2.0, float(suspect_max_distance), _NO_SETS, _NO_OFFSETS, 2.0,
     )
     return StreamResult(*out)
 
 
 def stream_minhash(
-    band_keys: np.ndarray, signatures: np.ndarray, active: np.ndarray, threshold: float, suspect_min: float
+    band_keys: np.ndarray,
+    signatures: np.ndarray,
+    active: np.ndarray,
+    threshold: float,
+    suspect_min: float,
+    shingle_sets: tuple[np.ndarray, np.ndarray] | None = None,
+    exact_floor: float = 0.5,
 ) -> StreamResult:
-    """Estimated Jaccard >= threshold against earlier kept rows sharing an LSH band."""
+    """Jaccard >= threshold against earlier kept rows sharing an LSH band.
+
+    With ``shingle_sets`` (sorted unique shingle hashes and per-row offsets), a candidate whose
+    estimate reaches ``exact_floor`` is judged on its exact Jaccard instead of the estimate, whose
+    standard deviation at 0.8 is 0.035 with 128 permutations.
+    """
+    sets, set_off = shingle_sets if shingle_sets is not None else (_NO_SETS, _NO_OFFSETS)
     out = _stream(
         np.ascontiguousarray(band_keys, dtype=np.uint64), active.astype(np.bool_),
         np.ascontiguousarray(signatures), False, 0, float(threshold), float(suspect_min),
+        sets, set_off, float(exact_floor),
     )
     return StreamResult(*out)

@@ -176,10 +176,11 @@ def band_keys(sig, bands, rows):
 
 
 @njit(parallel=True, cache=True)
-def weighted_simhash(cp, offsets, modes, char_ngram):
-    """64-bit SimHash: each word (WORDS) or character n-gram (CHARS) occurrence votes +1/-1 per bit.
+def weighted_simhash(cp, offsets, modes, char_ngram, word_ngram):
+    """64-bit SimHash: each word n-gram (WORDS) or character n-gram (CHARS) occurrence votes on every bit.
 
-    Summing over occurrences makes each feature's weight its term frequency.
+    Summing over occurrences makes each feature's weight its term frequency. Word n-grams rather than
+    single words keep a handful of function words ("the", "of") from outvoting the content words.
     """
     n_docs = len(offsets) - 1
     out = np.zeros(n_docs, np.uint64)
@@ -200,22 +201,45 @@ def weighted_simhash(cp, offsets, modes, char_ngram):
                 for b in range(64):
                     votes[b] += 1 if (h >> np.uint64(b)) & np.uint64(1) else -1
         else:
-            i = start
-            while i < end:
-                while i < end and cp[i] == _SPACE:
-                    i += 1
-                if i >= end:
-                    break
-                j = i
-                while j < end and cp[j] != _SPACE:
-                    j += 1
-                h = _span_hash(cp, i, j)
+            starts = np.empty(end - start + 1, np.int64)
+            ends = np.empty(end - start + 1, np.int64)
+            m = _word_bounds(cp, start, end, starts, ends)
+            width = word_ngram if m >= word_ngram else m
+            for k in range(m - width + 1 if m > 0 else 0):
+                h = _span_hash(cp, starts[k], ends[k + width - 1])
                 for b in range(64):
                     votes[b] += 1 if (h >> np.uint64(b)) & np.uint64(1) else -1
-                i = j
         value = np.uint64(0)
         for b in range(64):
             if votes[b] > 0:
                 value |= np.uint64(1) << np.uint64(b)
         out[d] = value
     return out
+
+
+@njit(parallel=True, cache=True)
+def shingle_sets(hashes64, offsets):
+    """Per document, the sorted unique top-32-bit shingle hashes (what the signature is taken over)."""
+    n_docs = len(offsets) - 1
+    out = np.empty(len(hashes64), np.uint32)
+    counts = np.zeros(n_docs, np.int64)
+    for d in prange(n_docs):
+        start = offsets[d]
+        end = offsets[d + 1]
+        if end == start:
+            continue
+        values = np.sort((hashes64[start:end] >> np.uint64(32)).astype(np.uint32))
+        m = 1
+        out[start] = values[0]
+        for k in range(1, len(values)):
+            if values[k] != values[k - 1]:
+                out[start + m] = values[k]
+                m += 1
+        counts[d] = m
+    new_off = np.zeros(n_docs + 1, np.int64)
+    for d in range(n_docs):
+        new_off[d + 1] = new_off[d] + counts[d]
+    packed = np.empty(new_off[n_docs], np.uint32)
+    for d in prange(n_docs):
+        packed[new_off[d] : new_off[d + 1]] = out[offsets[d] : offsets[d] + counts[d]]
+    return packed, new_off

@@ -22,10 +22,16 @@ from dedup_tasks.layers.near import best_per_row, chunks, near_text_codepoints, 
 NO_SHINGLES_REASON = "no text to shingle: MinHash not applied"
 
 
-def minhash_rows(batch: pa.Table, hasher: MinHasher, zh_chars: int, en_words: int) -> tuple[np.ndarray, np.ndarray]:
-    """(signatures (n, num_perm) uint32, shingle count per row), computed in chunks to bound memory."""
+def minhash_rows(
+    batch: pa.Table, hasher: MinHasher, zh_chars: int, en_words: int
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """Signatures (n, num_perm) uint32, shingle count per row, and the rows' shingle sets.
+
+    Computed in chunks of documents to bound the memory of the intermediate 64-bit hashes.
+    """
     sig = np.empty((batch.num_rows, hasher.num_perm), np.uint32)
     counts = np.zeros(batch.num_rows, np.int64)
+    set_parts, set_counts = [], []
     for start, end in chunks(batch.num_rows):
         cp, offsets, modes = near_text_codepoints(batch.slice(start, end - start), kernels.CHARS)
         per_doc = kernels.count_shingles(cp, offsets, modes, en_words, zh_chars)
@@ -34,7 +40,14 @@ def minhash_rows(batch: pa.Table, hasher: MinHasher, zh_chars: int, en_words: in
         hashes = kernels.shingle_hashes(cp, offsets, modes, en_words, zh_chars, out_offsets)
         sig[start:end] = hasher.signatures(hashes, out_offsets)
         counts[start:end] = per_doc
-    return sig, counts
+        sets, set_off = kernels.shingle_sets(hashes, out_offsets)
+        set_parts.append(sets)
+        set_counts.append(np.diff(set_off))
+    sizes = np.concatenate(set_counts) if set_counts else np.zeros(0, np.int64)
+    set_offsets = np.zeros(batch.num_rows + 1, np.int64)
+    np.cumsum(sizes, out=set_offsets[1:])
+    all_sets = np.concatenate(set_parts) if set_parts else np.empty(0, np.uint32)
+    return sig, counts, (all_sets, set_offsets)
 
 
 def signature_column(sig: np.ndarray) -> pa.Array:
@@ -58,7 +71,7 @@ class MinHashLayer(Layer):
         cfg = self.config
         n = batch.num_rows
         hasher = MinHasher(cfg.minhash_num_perm, cfg.minhash_seed, cfg.minhash_bands, cfg.minhash_rows)
-        sig, counts = minhash_rows(batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words)
+        sig, counts, sets = minhash_rows(batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words)
         has = counts > 0
         keys = hasher.band_keys(sig)
         batch = set_column(batch, "_minhash", signature_column(sig))
@@ -88,7 +101,7 @@ class MinHashLayer(Layer):
             sus_batch.append(hits.batch_id[near])
             sus_score.append(jac[near])
 
-        local = stream_minhash(keys, sig, has & ~drop, cfg.minhash_threshold, cfg.suspect_jaccard_min)
+        local = stream_minhash(keys, sig, has & ~drop, cfg.minhash_threshold, cfg.suspect_jaccard_min, sets)
         rows = np.flatnonzero(local.matched >= 0)
         drop[rows] = True
         matched_doc[rows] = doc_ids[local.matched[rows]]

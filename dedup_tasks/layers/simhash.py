@@ -22,12 +22,12 @@ from dedup_tasks.layers.near import best_per_row, chunks, near_text_codepoints, 
 SHORT_REASON = "short text: not dropped on SimHash alone"
 
 
-def simhash_rows(batch: pa.Table, zh_features: str) -> np.ndarray:
+def simhash_rows(batch: pa.Table, zh_features: str, word_ngram: int = 2) -> np.ndarray:
     jieba = zh_features == "jieba"
     out = np.zeros(batch.num_rows, np.uint64)
     for start, end in chunks(batch.num_rows):
         cp, offsets, modes = near_text_codepoints(batch.slice(start, end - start), kernels.WORDS if jieba else kernels.CHARS, jieba)
-        out[start:end] = kernels.weighted_simhash(cp, offsets, modes, 2)
+        out[start:end] = kernels.weighted_simhash(cp, offsets, modes, 2, word_ngram)
     return out
 
 
@@ -41,7 +41,7 @@ class SimHashLayer(Layer):
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         cfg = self.config
         n = batch.num_rows
-        sims = simhash_rows(batch, cfg.simhash_zh_features)
+        sims = simhash_rows(batch, cfg.simhash_zh_features, cfg.simhash_word_ngram)
         length = text_lengths(batch)
         reliable = length >= cfg.simhash_min_chars
         has = length > 0

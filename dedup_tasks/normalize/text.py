@@ -93,7 +93,11 @@ def strip_boilerplate(
     key = line_hash ^ (site_codes[doc].astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
     pair = np.unique(np.stack([key, doc.astype(np.uint64)], axis=1).view(np.dtype((np.void, 16))).ravel(), return_index=True)[1]
     uniq_keys, docs_per_key = np.unique(key[pair], return_counts=True)
-    boiler = docs_per_key[np.searchsorted(uniq_keys, key)] >= min_docs
+    site_template = docs_per_key[np.searchsorted(uniq_keys, key)] >= min_docs
+    # A template line is stripped wherever it appears: a mirror that copies a page with its
+    # source site's header and footer must fingerprint like the source.
+    template_lines = np.unique(line_hash[site_template])
+    boiler = np.isin(line_hash, template_lines)
     if not boiler.any():
         return full
     stripped_cp, stripped_off = ck.remove_spans(cp, offsets, starts[boiler], ends[boiler], doc[boiler])

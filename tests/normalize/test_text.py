@@ -23,17 +23,22 @@ def test_codepoints_round_trip_with_astral_characters():
     assert strings_from_codepoints(cp, offsets).to_pylist() == values.to_pylist()
 
 
-def test_strip_boilerplate_removes_site_template_lines_only():
+def test_strip_boilerplate_removes_template_lines():
     header = "Home | World | Business | Sports | Contact us"
     footer = "Copyright 2026 Example News. All rights reserved."
     bodies = [f"Article number {i} reports a different event with its own details and quotes." for i in range(5)]
     docs = [f"{header}\n{body}\n{footer}" for body in bodies]
-    docs.append(f"{header}\nAnother site keeps this header line because it is rare there.\n{footer}")
-    sites = np.array(["a.com"] * 5 + ["b.com"], object)
+    # A mirror copying a page with its source's template is stripped the same way.
+    docs.append(f"{header}\nA mirror copy of article number 0 with its own details and quotes.\n{footer}")
+    # A line shared by three sites, fewer than four documents each, is content, not template.
+    shared = "Breaking: markets close higher on strong earnings"
+    docs += [f"{shared}\nStory {i} has a body long enough to stand on its own here." for i in range(3)]
+    sites = np.array(["a.com"] * 5 + ["mirror.net"] + ["x.com", "y.com", "z.com"], object)
     cp, offsets = codepoints(nfkc_lower(pa.array(docs)))
     out = strings_from_codepoints(*strip_boilerplate(cp, offsets, sites)).to_pylist()
     assert out[0] == "article number 0 reports a different event with its own details and quotes"
-    assert "home world business" in out[5] and "copyright" in out[5]
+    assert out[5] == "a mirror copy of article number 0 with its own details and quotes"
+    assert all(text.startswith("breaking markets close higher") for text in out[6:])
 
 
 def test_strip_boilerplate_keeps_full_text_when_residual_is_tiny():

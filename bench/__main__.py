@@ -1,0 +1,253 @@
+"""Benchmark and quality suite: ``python -m bench all|quality|throughput|registry --size small``.
+
+Every command writes ``bench/results/<name>.json`` and prints a table. Sizes:
+
+* small: 2 hours x 20,000 docs for quality (ours and every peer on the same documents, in the same
+  order, in this process) and throughput at 20,000 docs/hour;
+* medium: 2 hours x 60,000 docs;
+* large: adds throughput and peak memory at 200,000 docs/hour (ours only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS = BENCH_DIR / "results"
+WORK = BENCH_DIR / "work"
+SIZES = {
+    "tiny": {"docs": 2_000, "hours": 2, "throughput_docs": [2_000]},
+    "small": {"docs": 20_000, "hours": 2, "throughput_docs": [20_000]},
+    "medium": {"docs": 60_000, "hours": 2, "throughput_docs": [20_000, 60_000]},
+    "large": {"docs": 20_000, "hours": 2, "throughput_docs": [20_000, 200_000]},
+}
+CASCADE_LAYERS = ("url", "exact", "simhash", "minhash")
+
+
+def write_result(name: str, data: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    data = {
+        "name": name,
+        "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": _cpus(), "python": platform.python_version(), "platform": platform.platform()},
+        **data,
+    }
+    path = RESULTS / f"{name}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=float))
+    tmp.replace(path)
+    return path
+
+
+def _cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))
+
+
+def crawl(docs: int, hours: int, seed: int = 0) -> Path:
+    """A generated crawl, cached under bench/work by its parameters."""
+    from bench.generate import generate_crawl
+
+    root = WORK / f"crawl-{docs}x{hours}-seed{seed}"
+    if not (root / "truth.parquet").exists():
+        generate_crawl(root, docs, hours=hours, seed=seed)
+    return root
+
+
+def hour_ids(root: Path) -> list[str]:
+    parts = sorted((root / "crawl").glob("dt=*/hour=*"))
+    return [f"{p.parent.name[3:]}T{p.name[5:]}" for p in parts]
+
+
+def read_hours(root: Path) -> pd.DataFrame:
+    frames = []
+    for batch_id in hour_ids(root):
+        from dedup_tasks.io import BatchPaths
+
+        frame = pq.read_table(BatchPaths(root, batch_id).input).to_pandas()
+        frame["_batch"] = batch_id
+        frames.append(frame.sort_values(["fetched_at", "doc_id"], kind="stable"))
+    return pd.concat(frames, ignore_index=True)
+
+
+# ---- quality: ours and peers on the same documents ------------------------------------------------
+
+
+def run_ours(root: Path, layers=CASCADE_LAYERS) -> tuple[pd.DataFrame, dict]:
+    from dedup_tasks.config import DedupConfig
+    from dedup_tasks.io import BatchPaths, read_input
+    from dedup_tasks.pipeline import run_batch
+    from dedup_tasks.registry.base import MemoryRegistry
+
+    config = DedupConfig(layers=tuple(layers))
+    registry = MemoryRegistry()
+    decisions, per_layer, seconds, rows = [], {}, 0.0, 0
+    for batch_id in hour_ids(root):
+        table, _ = read_input(BatchPaths(root, batch_id).input)
+        result = run_batch(table, batch_id, config, registry)
+        decisions.append(result.decisions.to_pandas())
+        seconds += sum(s.seconds for s in result.summary.layers)
+        rows += result.summary.rows_in
+        for s in result.summary.layers:
+            agg = per_layer.setdefault(s.layer, {"rows_in": 0, "dropped": 0, "seconds": 0.0})
+            agg["rows_in"] += s.rows_in
+            agg["dropped"] += s.dropped
+            agg["seconds"] += s.seconds
+    return pd.concat(decisions, ignore_index=True), {"seconds": seconds, "docs_per_s": rows / seconds, "layers": per_layer}
+
+
+def cmd_quality(size: str, seed: int, peers: list[str] | None) -> dict:
+    from bench.peers import available_peers, run_peer
+    from bench.score import format_table, score
+
+    spec = SIZES[size]
+    root = crawl(spec["docs"], spec["hours"], seed)
+    truth = pd.read_parquet(root / "truth.parquet")
+    _warm_up()
+    results, speed = {}, {}
+    decisions, timing = run_ours(root)
+    results["crawl-dedup"] = score(decisions, truth)
+    speed["crawl-dedup"] = timing
+    docs = read_hours(root)
+    for name in peers if peers is not None else available_peers():
+        started = time.perf_counter()
+        peer_decisions = run_peer(name, docs.drop(columns=["_batch"]))
+        elapsed = time.perf_counter() - started
+        results[name] = score(peer_decisions, truth)
+        speed[name] = {"seconds": elapsed, "docs_per_s": len(docs) / elapsed}
+    for name, s in results.items():
+        s["docs_per_s"] = speed[name]["docs_per_s"]
+        s["speedup_ours_over_peer"] = speed["crawl-dedup"]["docs_per_s"] / speed[name]["docs_per_s"]
+    table = format_table(results)
+    print(table)
+    print("docs/s: " + ", ".join(f"{k} {v['docs_per_s']:,.0f}" for k, v in speed.items()))
+    data = {"size": size, "seed": seed, "docs": len(docs), "hours": spec["hours"], "results": results, "speed": speed, "table": table}
+    write_result(f"quality-{size}", data)
+    return data
+
+
+def _warm_up() -> None:
+    """Compile the numba kernels once so the first measured batch does not pay for it."""
+    from dedup_tasks.config import DedupConfig
+    from dedup_tasks.pipeline import run_batch
+    from dedup_tasks.registry.base import MemoryRegistry
+
+    root = crawl(300, 1, seed=99)
+    from dedup_tasks.io import BatchPaths, read_input
+
+    table, _ = read_input(BatchPaths(root, hour_ids(root)[0]).input)
+    run_batch(table, "warmup", DedupConfig(layers=CASCADE_LAYERS), MemoryRegistry())
+
+
+# ---- throughput and memory, each size in a fresh process ----------------------------------------------
+
+
+def throughput_child(docs: int, seed: int) -> dict:
+    """Run in a subprocess: time one hour of ``docs`` documents end to end and report peak RSS."""
+    import resource
+
+    from dedup_tasks.config import DedupConfig
+    from dedup_tasks.io import BatchPaths, read_input
+    from dedup_tasks.pipeline import publish, run_batch
+    from dedup_tasks.registry.base import MemoryRegistry
+
+    root = crawl(docs, 1, seed)
+    batch_id = hour_ids(root)[0]
+    _warm_up()
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    table, _ = read_input(BatchPaths(root, batch_id).input)
+    read_s = time.perf_counter() - started
+    result = run_batch(table, batch_id, DedupConfig(layers=CASCADE_LAYERS), MemoryRegistry())
+    out = WORK / f"out-{docs}"
+    t0 = time.perf_counter()
+    publish(BatchPaths(out, batch_id), result)
+    write_s = time.perf_counter() - t0
+    total = time.perf_counter() - started
+    cascade = sum(s.seconds for s in result.summary.layers)
+    return {
+        "docs": docs,
+        "cascade_seconds": cascade,
+        "cascade_docs_per_s": docs / cascade,
+        "end_to_end_seconds": total,
+        "end_to_end_docs_per_s": docs / total,
+        "read_seconds": read_s,
+        "write_seconds": write_s,
+        "layers": {s.layer: {"rows_in": s.rows_in, "dropped": s.dropped, "seconds": s.seconds, "docs_per_s": s.rows_in / s.seconds if s.seconds else None} for s in result.summary.layers},
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_before_batch_mib": rss_before / 1024,
+    }
+
+
+def cmd_throughput(sizes: list[int], seed: int) -> dict:
+    runs = []
+    for docs in sizes:
+        crawl(docs, 1, seed)  # generate outside the measured process
+        proc = subprocess.run(
+            [sys.executable, "-m", "bench", "_throughput_child", str(docs), str(seed)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    lines = [f"{'docs':>8}{'cascade docs/s':>16}{'end-to-end docs/s':>20}{'peak RSS MiB':>14}"]
+    for r in runs:
+        lines.append(f"{r['docs']:>8}{r['cascade_docs_per_s']:>16,.0f}{r['end_to_end_docs_per_s']:>20,.0f}{r['peak_rss_mib']:>14,.0f}")
+        lines.append("    " + "  ".join(f"{k} {v['docs_per_s'] or 0:,.0f}/s" for k, v in r["layers"].items()))
+    table = "\n".join(lines)
+    print(table)
+    data = {"runs": runs, "table": table, "layers": list(CASCADE_LAYERS)}
+    write_result("throughput", data)
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("all", "quality"):
+        p = sub.add_parser(name)
+        p.add_argument("--size", choices=list(SIZES), default="small")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--peers", help="comma-separated peers (default: all that import)")
+    p = sub.add_parser("throughput")
+    p.add_argument("--docs", type=int, nargs="+", default=[20_000])
+    p.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("registry")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p = sub.add_parser("_throughput_child")
+    p.add_argument("docs", type=int)
+    p.add_argument("seed", type=int)
+    args = parser.parse_args(argv)
+
+    if args.command == "_throughput_child":
+        print(json.dumps(throughput_child(args.docs, args.seed)))
+        return 0
+    if args.command == "registry":
+        from bench.registry_bench import main as registry_main
+
+        return registry_main(args.rest)
+    if args.command == "throughput":
+        cmd_throughput(args.docs, args.seed)
+        return 0
+    peers = args.peers.split(",") if args.peers else None
+    started = time.perf_counter()
+    cmd_quality(args.size, args.seed, peers)
+    if args.command == "all":
+        cmd_throughput(SIZES[args.size]["throughput_docs"], args.seed)
+    print(f"bench {args.command} --size {args.size}: {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""`python -m dedup_tasks db ...`: registry maintenance (wired into the main CLI as `db`).
+
+db migrate         apply missing migrations (idempotent)
+db status          schema version, rows per table, bytes per document
+db rebuild-bloom   rebuild the URL Bloom filter from the registry
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from dedup_tasks.registry.migrate import (
+    DEFAULT_SCHEMA,
+    RegistryVersionError,
+    code_version,
+    current_version,
+    migrate,
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m dedup_tasks db", description="fingerprint registry maintenance"
+    )
+    parser.add_argument("--db-url", help="PostgreSQL URL (default: DEDUP_DB_URL, Airflow dedup_db, embedded)")
+    parser.add_argument(
+        "--root", help="data root (default: DEDUP_ROOT or ./data); holds the embedded server and filter"
+    )
+    parser.add_argument(
+        "--schema", default=DEFAULT_SCHEMA, help=f"registry schema (default {DEFAULT_SCHEMA})"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("migrate", help="apply missing migrations")
+    status = sub.add_parser("status", help="schema version, rows and bytes per document")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    bloom = sub.add_parser("rebuild-bloom", help="rebuild the URL Bloom filter from the registry")
+    bloom.add_argument(
+        "--capacity", type=int, default=None, help="URLs the filter is sized for (default 100M)"
+    )
+    bloom.add_argument(
+        "--fp-rate", type=float, default=None, help="target false-positive rate (default 0.001)"
+    )
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> tuple[str | None, Path]:
+    try:
+        from dedup_tasks.config import DedupConfig
+
+        config = DedupConfig.load({"root": args.root, "db_url": args.db_url})
+        return config.db_url, Path(config.root)
+    except ImportError:  # the config module is optional for this maintenance tool
+        import os
+
+        return args.db_url or os.environ.get("DEDUP_DB_URL"), Path(
+            args.root or os.environ.get("DEDUP_ROOT", "./data")
+        )
+
+
+def db_main(argv: list[str]) -> int:
+    """Run a `db` subcommand; returns the process exit code."""
+    import psycopg2
+
+    from dedup_tasks.registry import bloom as bloom_mod
+    from dedup_tasks.registry.connect import bloom_path, resolve_dsn
+    from dedup_tasks.registry.embedded import EmbeddedPostgres, EmbeddedPostgresError
+
+    args = _parser().parse_args(argv)
+    db_url, root = _settings(args)
+    resolved = resolve_dsn(db_url, root)
+    try:
+        with ExitStack() as stack:
+            if resolved.embedded:
+                server = EmbeddedPostgres(resolved.embedded_dir)  # type: ignore[arg-type]
+                stack.enter_context(server)
+                dsn = server.dsn
+            else:
+                dsn = resolved.dsn  # type: ignore[assignment]
+            conn = psycopg2.connect(dsn, application_name="crawl-dedup-db")
+            stack.callback(conn.close)
+            where = f"{resolved.source} database" + (
+                f" ({resolved.embedded_dir})" if resolved.embedded else ""
+            )
+
+            if args.command == "migrate":
+                applied = migrate(conn, args.schema)
+                version = current_version(conn, args.schema)
+                if applied:
+                    print(
+                        f"registry schema {args.schema!r} in the {where}: applied {applied}, now at version {version}"
+                    )
+                else:
+                    print(f"registry schema {args.schema!r} in the {where}: up to date at version {version}")
+                return 0
+
+            if args.command == "status":
+                info = _status(conn, dsn, args.schema, root)
+                info["database"] = where
+                if args.json:
+                    print(json.dumps(info, indent=2))
+                else:
+                    _print_status(info)
+                return 0
+
+            if args.command == "rebuild-bloom":
+                from dedup_tasks.registry.postgres import PostgresRegistry
+
+                registry = PostgresRegistry(
+                    dsn,
+                    schema=args.schema,
+                    bloom_path=bloom_path(root),
+                    bloom_capacity=args.capacity or bloom_mod.DEFAULT_CAPACITY,
+                    bloom_fp_rate=args.fp_rate or bloom_mod.DEFAULT_FP_RATE,
+                )
+                stack.callback(registry.close)
+                rebuilt = registry.rebuild_bloom()
+                print(
+                    f"URL Bloom filter rebuilt at {bloom_path(root)}: {rebuilt.bloom.n_added} keys, "
+                    f"{rebuilt.bloom.nbytes / 1e6:.1f} MB, k={rebuilt.bloom.k}, watermark seq {rebuilt.watermark}, "
+                    f"expected false-positive rate {rebuilt.bloom.expected_fp_rate():.2e}"
+                )
+                return 0
+    except RegistryVersionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (psycopg2.Error, EmbeddedPostgresError) as exc:
+        print(f"error: {exc}".rstrip(), file=sys.stderr)
+        return 1
+    return 2
+
+
+def _status(conn: Any, dsn: str, schema: str, root: Path) -> dict[str, Any]:
+    from dedup_tasks.registry.bloom import PersistedBloom
+    from dedup_tasks.registry.connect import bloom_path
+
+    version = current_version(conn, schema)
+    info: dict[str, Any] = {"schema": schema, "version": version, "code_version": code_version()}
+    if 0 < version <= code_version():
+        from dedup_tasks.registry.postgres import PostgresRegistry
+
+        registry = PostgresRegistry(dsn, schema=schema)
+        try:
+            info["tables"] = registry.table_stats()
+            with registry._transaction() as cur:
+                cur.execute(
+                    "SELECT count(*), count(committed_at), max(committed_at)::text FROM registry_batches"
+                )
+                batches, committed, last = cur.fetchone()
+            info["batches"] = {"known": batches, "committed": committed, "last_commit": last}
+        finally:
+            registry.close()
+    persisted = PersistedBloom.load(bloom_path(root))
+    info["bloom"] = (
+        None
+        if persisted is None
+        else {
+            "path": str(bloom_path(root)),
+            "keys": persisted.bloom.n_added,
+            "bytes": persisted.bloom.nbytes,
+            "watermark": persisted.watermark,
+            "expected_fp_rate": persisted.bloom.expected_fp_rate(),
+        }
+    )
+    return info
+
+
+def _print_status(info: dict[str, Any]) -> None:
+    state = "up to date"
+    if info["version"] == 0:
+        state = "not migrated: run `python -m dedup_tasks db migrate`"
+    elif info["version"] < info["code_version"]:
+        state = "needs `python -m dedup_tasks db migrate`"
+    elif info["version"] > info["code_version"]:
+        state = "NEWER than this code: upgrade crawl-dedup"
+    print(f"registry schema {info['schema']!r} in the {info['database']}")
+    print(f"  version {info['version']} (code knows {info['code_version']}): {state}")
+    if "batches" in info:
+        b = info["batches"]
+        print(f"  batches: {b['committed']} committed, last {b['last_commit']}")
+    if "tables" in info:
+        print(f"  {'table':<20} {'rows':>14} {'MB':>10} {'bytes/doc':>10}")
+        for name, t in info["tables"].items():
+            print(f"  {name:<20} {t['rows']:>14,} {t['bytes'] / 1e6:>10.1f} {t['bytes_per_doc']:>10.1f}")
+    bloom = info.get("bloom")
+    if bloom:
+        print(
+            f"  URL Bloom filter: {bloom['keys']:,} keys, {bloom['bytes'] / 1e6:.1f} MB, watermark seq "
+            f"{bloom['watermark']}, expected false-positive rate {bloom['expected_fp_rate']:.2e}"
+        )
+    else:
+        print("  URL Bloom filter: none yet (built on the first URL lookup)")
+
+
+if __name__ == "__main__":
+    raise SystemExit(db_main(sys.argv[1:]))

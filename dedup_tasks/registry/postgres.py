@@ -1,0 +1,752 @@
+"""The PostgreSQL fingerprint registry: base.Registry with MemoryRegistry's semantics, persisted.
+
+Every lookup is one transaction: the query keys are COPYed (binary) into a temporary table, one join
+query answers all of them, and the answer comes back through one COPY; no query is ever issued per
+document. Schema and storage decisions are documented in migrations/0001_initial.sql.
+
+Concurrency. `begin(batch_id)` records, in registry_batches, the last seq committed when the batch's
+run started (taken under a shared advisory lock, so no commit is half-visible). `commit` takes the
+registry's exclusive advisory lock for its transaction, deletes the batch's earlier rows (reruns),
+re-checks the kept documents against rows other batches registered after that snapshot, and
+registers the rest. Two batches committing at once are serialized by the lock, and the second one
+sees the first one's rows in its re-check: a duplicate pair can never be kept by both. Because the
+snapshot lives in the database, a commit task in another process (an Airflow task) uses the
+snapshot that the run's first task recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg2
+import pyarrow as pa
+from psycopg2 import sql
+
+from dedup_tasks.registry import bloom as bloom_mod
+from dedup_tasks.registry._pgio import (
+    copy_in,
+    copy_out_table,
+    hex_to_bytes,
+    i64_to_u64,
+    text_column,
+    u16_to_i16,
+    u64_to_i64,
+)
+from dedup_tasks.registry.base import CommitResult, Fingerprints, Matches, Registry
+from dedup_tasks.registry.migrate import DEFAULT_SCHEMA, advisory_key, check_version, migrate
+
+log = logging.getLogger(__name__)
+
+LAYERS = ("url", "exact", "simhash", "minhash")
+TABLES = ("url_keys", "content_hashes", "simhashes", "minhash_signatures", "minhash_bands")
+
+# Planner settings for the lookup joins: a probe table of 1e5..2e6 keys against tables of 1e7..1e8
+# rows. JIT compilation would add seconds to each big join and buys nothing for index probes.
+_SESSION_SETTINGS = {"jit": "off"}
+
+CommitHook = Callable[[str, Any], None]
+
+
+class PostgresRegistry(Registry):
+    """Fingerprints of earlier batches in PostgreSQL.
+
+    dsn: libpq connection string or URL. schema: the registry's schema (one database may hold several).
+    bloom_path: where the URL Bloom filter is persisted (None: no filter, every URL lookup asks the
+    database). simhash_max_distance: when set, `simhash_candidates` returns only band-sharing
+    candidates within this Hamming distance (filtered inside PostgreSQL); the default None returns
+    every band-sharing candidate, exactly like MemoryRegistry; at 1e7 registered documents that is
+    ~150 candidates per band per query, so the pipeline should pass its largest distance of interest.
+    conflict_max_hamming / conflict_min_jaccard: the commit re-check's rules (defaults 3 and 0.8).
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        bloom_path: Path | str | None = None,
+        bloom_capacity: int = bloom_mod.DEFAULT_CAPACITY,
+        bloom_fp_rate: float = bloom_mod.DEFAULT_FP_RATE,
+        simhash_max_distance: int | None = None,
+        conflict_max_hamming: int = 3,
+        conflict_min_jaccard: float = 0.8,
+        num_perm: int = 128,
+        auto_migrate: bool = False,
+        work_mem: str = "256MB",
+        connect_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.dsn = dsn
+        self.schema = schema
+        self.bloom_path = Path(bloom_path) if bloom_path is not None else None
+        self.bloom_capacity = bloom_capacity
+        self.bloom_fp_rate = bloom_fp_rate
+        self.simhash_max_distance = simhash_max_distance
+        self.conflict_max_hamming = conflict_max_hamming
+        self.conflict_min_jaccard = conflict_min_jaccard
+        self.num_perm = num_perm
+        self.work_mem = work_mem
+        self._connect_kwargs = dict(connect_kwargs or {})
+        self._conn: Any = None
+        self._lock_key = advisory_key(f"crawl-dedup:registry:{schema}")
+        self._begun: set[str] = set()
+        self._bloom: bloom_mod.PersistedBloom | None = None
+        # Test hook: called as hook(stage, cursor) at "locked", "deleted", "checked", "inserted" inside
+        # the commit transaction (the failure tests drop the connection there).
+        self.commit_hook: CommitHook | None = None
+        self.stats: dict[str, int] = {"bloom_skipped": 0, "bloom_maybe": 0}
+
+        conn = self._connection()
+        if auto_migrate:
+            migrate(conn, schema)
+        check_version(conn, schema)
+
+    # ---- connection ---------------------------------------------------------------------------
+    def _connection(self) -> Any:
+        if self._conn is None or self._conn.closed:
+            conn = psycopg2.connect(self.dsn, application_name="crawl-dedup-registry", **self._connect_kwargs)
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(self.schema)))
+                cur.execute("SET work_mem = %s", (self.work_mem,))
+                for name, value in _SESSION_SETTINGS.items():
+                    cur.execute(sql.SQL("SET {} = %s").format(sql.Identifier(name)), (value,))
+            conn.autocommit = False
+            self._conn = conn
+        return self._conn
+
+    @contextmanager
+    def _transaction(self, *, repeatable_read: bool = False) -> Iterator[Any]:
+        conn = self._connection()
+        try:
+            with conn.cursor() as cur:
+                if repeatable_read:
+                    cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                yield cur
+            conn.commit()
+        except BaseException:
+            self._discard_transaction()
+            raise
+
+    def _discard_transaction(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            if not conn.closed:
+                conn.rollback()
+                return
+        except psycopg2.Error:
+            pass
+        # The connection is gone (server restart, terminated backend): the next call reconnects.
+        with suppress(psycopg2.Error):
+            conn.close()
+        self._conn = None
+
+    @property
+    def backend_pid(self) -> int:
+        """PID of the server process of this registry's connection (tests terminate it)."""
+        return int(self._connection().info.backend_pid)
+
+    def close(self) -> None:
+        try:
+            if self._bloom is not None and self._bloom.dirty and self.bloom_path is not None:
+                self._bloom.save(self.bloom_path)
+        finally:
+            if self._conn is not None and not self._conn.closed:
+                self._conn.close()
+            self._conn = None
+
+    # ---- batch lifecycle ----------------------------------------------------------------------
+    def begin(self, batch_id: str) -> None:
+        """Record this run's snapshot: the commit re-checks against everything registered after it."""
+        self._record_snapshot(batch_id, overwrite=True)
+
+    def _ensure_begun(self, batch_id: str) -> None:
+        # A lookup without begin(): keep a snapshot that an earlier task of the same run recorded
+        # (earlier is safer: it re-checks more), record one only if there is none.
+        if batch_id not in self._begun:
+            self._record_snapshot(batch_id, overwrite=False)
+
+    def _record_snapshot(self, batch_id: str, *, overwrite: bool) -> None:
+        with self._transaction() as cur:
+            # Waits for a commit in progress: its seq block must not count as "seen" before it is visible.
+            cur.execute("SELECT pg_advisory_xact_lock_shared(%s)", (self._lock_key,))
+            snapshot = bloom_mod.last_seq(cur)
+            cur.execute(
+                "INSERT INTO registry_batches AS b (batch_id, snapshot_seq, began_at) VALUES (%s, %s, now())"
+                " ON CONFLICT (batch_id) DO UPDATE SET snapshot_seq = EXCLUDED.snapshot_seq, began_at = EXCLUDED.began_at"
+                + ("" if overwrite else " WHERE b.snapshot_seq IS NULL"),
+                (batch_id, snapshot),
+            )
+        self._begun.add(batch_id)
+
+    # ---- lookups ------------------------------------------------------------------------------
+    def lookup_urls(self, batch_id: str, url_keys: np.ndarray) -> Matches:
+        keys = np.ascontiguousarray(url_keys, dtype=np.uint64).ravel()
+        self._ensure_begun(batch_id)
+        with self._transaction(repeatable_read=True) as cur:
+            probe = np.arange(len(keys))
+            if self.bloom_path is not None and len(keys):
+                maybe = self._synced_bloom(cur).bloom.contains(keys)
+                probe = np.flatnonzero(maybe)
+                self.stats["bloom_maybe"] += len(probe)
+                self.stats["bloom_skipped"] += len(keys) - len(probe)
+            if len(probe) == 0:
+                return _empty("url", self.num_perm)
+            m = self._url_matches(cur, keys[probe], "t.batch_id < %(batch)s", {"batch": batch_id})
+        m.query = probe[m.query]
+        return m
+
+    def lookup_content(self, batch_id: str, content_hash: np.ndarray) -> Matches:
+        hashes = np.ascontiguousarray(content_hash, dtype=np.uint64).reshape(-1, 2)
+        self._ensure_begun(batch_id)
+        with self._transaction(repeatable_read=True) as cur:
+            return self._content_matches(cur, hashes, "t.batch_id < %(batch)s", {"batch": batch_id})
+
+    def simhash_candidates(
+        self, batch_id: str, simhash: np.ndarray, max_distance: int | None = None
+    ) -> Matches:
+        """Band-sharing candidates; `max_distance` (default: the constructor's) also filters by Hamming distance."""
+        values = np.ascontiguousarray(simhash, dtype=np.uint64).ravel()
+        distance = self.simhash_max_distance if max_distance is None else max_distance
+        self._ensure_begun(batch_id)
+        with self._transaction(repeatable_read=True) as cur:
+            return self._simhash_matches(cur, values, "t.batch_id < %(batch)s", {"batch": batch_id}, distance)
+
+    def minhash_candidates(self, batch_id: str, band_keys: np.ndarray) -> Matches:
+        keys = np.ascontiguousarray(band_keys, dtype=np.uint64)
+        keys = keys.reshape(len(keys), -1) if keys.ndim != 2 else keys
+        self._ensure_begun(batch_id)
+        with self._transaction(repeatable_read=True) as cur:
+            return self._minhash_matches(cur, keys, "t.batch_id < %(batch)s", {"batch": batch_id})
+
+    # The *_matches helpers answer for arbitrary row filters `where` on the registered rows (alias t):
+    # "t.batch_id < batch" for lookups, "t.seq > snapshot AND t.batch_id <> batch" for the re-check.
+
+    def _url_matches(self, cur: Any, keys: np.ndarray, where: str, params: dict[str, Any]) -> Matches:
+        uniq, inv = np.unique(keys, return_inverse=True)
+        cur.execute("CREATE TEMP TABLE _probe_url (u int4 NOT NULL, k int8 NOT NULL) ON COMMIT DROP")
+        copy_in(cur, "_probe_url", ["u", "k"], [("int4", np.arange(len(uniq))), ("int8", u64_to_i64(uniq))])
+        cur.execute("ANALYZE _probe_url")
+        res = copy_out_table(
+            cur,
+            "SELECT p.u, t.doc_id, t.batch_id, t.content_hi, t.content_lo"
+            f" FROM _probe_url p JOIN url_keys t ON t.url_key = p.k WHERE {where}",
+            params,
+            [
+                ("u", pa.int64()),
+                ("doc_id", pa.string()),
+                ("batch_id", pa.string()),
+                ("hi", pa.int64()),
+                ("lo", pa.int64()),
+            ],
+        )
+        rows, query = _expand(res.column("u").to_numpy(), inv)
+        content = np.stack(
+            [i64_to_u64(res.column("hi").to_numpy()), i64_to_u64(res.column("lo").to_numpy())], axis=1
+        )
+        return Matches(
+            query,
+            text_column(res, "doc_id")[rows],
+            text_column(res, "batch_id")[rows],
+            {"content_hash": content.reshape(-1, 2)[rows]},
+        )
+
+    def _content_matches(self, cur: Any, hashes: np.ndarray, where: str, params: dict[str, Any]) -> Matches:
+        pairs = np.ascontiguousarray(hashes).view([("hi", np.uint64), ("lo", np.uint64)]).ravel()
+        uniq, inv = np.unique(pairs, return_inverse=True)
+        cur.execute(
+            "CREATE TEMP TABLE _probe_content (u int4 NOT NULL, hi int8 NOT NULL, lo int8 NOT NULL) ON COMMIT DROP"
+        )
+        copy_in(
+            cur,
+            "_probe_content",
+            ["u", "hi", "lo"],
+            [
+                ("int4", np.arange(len(uniq))),
+                ("int8", u64_to_i64(uniq["hi"])),
+                ("int8", u64_to_i64(uniq["lo"])),
+            ],
+        )
+        cur.execute("ANALYZE _probe_content")
+        res = copy_out_table(
+            cur,
+            "SELECT p.u, t.doc_id, t.batch_id FROM _probe_content p JOIN content_hashes t"
+            f" ON t.content_hi = p.hi AND t.content_lo = p.lo WHERE {where}",
+            params,
+            [("u", pa.int64()), ("doc_id", pa.string()), ("batch_id", pa.string())],
+        )
+        rows, query = _expand(res.column("u").to_numpy(), inv)
+        return Matches(query, text_column(res, "doc_id")[rows], text_column(res, "batch_id")[rows], {})
+
+    def _simhash_matches(
+        self, cur: Any, values: np.ndarray, where: str, params: dict[str, Any], max_distance: int | None
+    ) -> Matches:
+        uniq, inv = np.unique(values, return_inverse=True)
+        cur.execute(
+            "CREATE TEMP TABLE _probe_sim (u int4 NOT NULL, s int8 NOT NULL, b0 int2 NOT NULL, b1 int2 NOT NULL,"
+            " b2 int2 NOT NULL, b3 int2 NOT NULL) ON COMMIT DROP"
+        )
+        bands = [
+            u16_to_i16(((uniq >> np.uint64(16 * i)) & np.uint64(0xFFFF)).astype(np.uint16)) for i in range(4)
+        ]
+        copy_in(
+            cur,
+            "_probe_sim",
+            ["u", "s", "b0", "b1", "b2", "b3"],
+            [("int4", np.arange(len(uniq))), ("int8", u64_to_i64(uniq))] + [("int2", b) for b in bands],
+        )
+        cur.execute("ANALYZE _probe_sim")
+        if max_distance is None:
+            branches = [
+                f"SELECT p.u, t.seq, t.doc_id, t.batch_id, t.simhash FROM _probe_sim p"
+                f" JOIN simhashes t ON t.band{i} = p.b{i} WHERE {where}"
+                for i in range(4)
+            ]
+            query = " UNION ALL ".join(branches)
+        else:
+            # Phase 1 is an index-only scan of (band_i, simhash): the distance filter runs on index
+            # tuples, so the ~N/65536 rows per band value are never read from the heap. Phase 2 reads
+            # the survivors' rows through (band0, simhash), which every row with that simhash shares.
+            branches = [
+                f"SELECT p.u, t.simhash FROM _probe_sim p JOIN simhashes t ON t.band{i} = p.b{i}"
+                " WHERE bit_count(int8send(t.simhash # p.s)) <= %(maxd)s"
+                for i in range(4)
+            ]
+            query = (
+                "WITH c AS MATERIALIZED (SELECT DISTINCT u, simhash FROM ("
+                + " UNION ALL ".join(branches)
+                + ") x) SELECT c.u, t.seq, t.doc_id, t.batch_id, t.simhash FROM c JOIN simhashes t"
+                " ON t.band0 = (((c.simhash & 65535) # 32768) - 32768)::int2 AND t.simhash = c.simhash"
+                f" WHERE {where}"
+            )
+            params = {**params, "maxd": int(max_distance)}
+        res = copy_out_table(
+            cur,
+            query,
+            params,
+            [
+                ("u", pa.int64()),
+                ("seq", pa.int64()),
+                ("doc_id", pa.string()),
+                ("batch_id", pa.string()),
+                ("simhash", pa.int64()),
+            ],
+        )
+        # A candidate sharing several bands comes back once per band: one row per (unique query, row).
+        u, seq = res.column("u").to_numpy(), res.column("seq").to_numpy()
+        first = _first_of_pairs(u, seq)
+        rows, query = _expand(u[first], inv)
+        rows = first[rows]
+        return Matches(
+            query,
+            text_column(res, "doc_id")[rows],
+            text_column(res, "batch_id")[rows],
+            {"simhash": i64_to_u64(res.column("simhash").to_numpy())[rows]},
+        )
+
+    def _minhash_matches(
+        self, cur: Any, band_keys: np.ndarray, where: str, params: dict[str, Any]
+    ) -> Matches:
+        n_bands = band_keys.shape[1]
+        if len(band_keys) == 0 or n_bands == 0:
+            return _empty("minhash", self.num_perm)
+        rows_view = np.ascontiguousarray(band_keys).view(np.dtype((np.void, 8 * n_bands))).ravel()
+        _, first, inv = np.unique(rows_view, return_index=True, return_inverse=True)
+        uniq = band_keys[first]
+        cur.execute(
+            "CREATE TEMP TABLE _probe_mh (u int4 NOT NULL, band int2 NOT NULL, bucket int8 NOT NULL) ON COMMIT DROP"
+        )
+        copy_in(
+            cur,
+            "_probe_mh",
+            ["u", "band", "bucket"],
+            [
+                ("int4", np.repeat(np.arange(len(uniq)), n_bands)),
+                ("int2", np.tile(np.arange(n_bands), len(uniq))),
+                ("int8", u64_to_i64(uniq.ravel())),
+            ],
+        )
+        cur.execute("ANALYZE _probe_mh")
+        res = copy_out_table(
+            cur,
+            "WITH c AS MATERIALIZED (SELECT DISTINCT p.u, b.seq FROM _probe_mh p"
+            " JOIN minhash_bands b ON b.bucket = p.bucket AND b.band = p.band)"
+            " SELECT c.u, t.doc_id, t.batch_id, encode(t.signature, 'hex') AS sig"
+            f" FROM c JOIN minhash_signatures t ON t.seq = c.seq WHERE {where}",
+            params,
+            [("u", pa.int64()), ("doc_id", pa.string()), ("batch_id", pa.string()), ("sig", pa.string())],
+        )
+        rows, query = _expand(res.column("u").to_numpy(), inv)
+        sig = hex_to_bytes(res.column("sig"), 4 * self.num_perm if len(res) == 0 else None)
+        sig = np.ascontiguousarray(sig).view("<u4").astype(np.uint32)
+        return Matches(
+            query,
+            text_column(res, "doc_id")[rows],
+            text_column(res, "batch_id")[rows],
+            {"minhash": sig[rows]},
+        )
+
+    # ---- Bloom filter ---------------------------------------------------------------------------
+    def _synced_bloom(self, cur: Any) -> bloom_mod.PersistedBloom:
+        if self._bloom is None:
+            assert self.bloom_path is not None
+            self._bloom, how = bloom_mod.load_synced(
+                cur, self.bloom_path, self.bloom_capacity, self.bloom_fp_rate
+            )
+            log.info(
+                "URL Bloom filter %s from %s (watermark %d)", how, self.bloom_path, self._bloom.watermark
+            )
+            if how != "loaded":
+                self._bloom.save(self.bloom_path)
+        else:
+            bloom_mod.catch_up(cur, self._bloom)
+        if self._bloom.bloom.n_added > self.bloom_capacity:
+            log.warning(
+                "URL Bloom filter holds %d keys, above its capacity %d: its false-positive rate grows; "
+                "rebuild it larger (`db rebuild-bloom --capacity N`)",
+                self._bloom.bloom.n_added,
+                self.bloom_capacity,
+            )
+        return self._bloom
+
+    def rebuild_bloom(self) -> bloom_mod.PersistedBloom:
+        """Rebuild the URL filter from the registry and persist it."""
+        if self.bloom_path is None:
+            raise ValueError("this registry has no bloom_path")
+        with self._transaction(repeatable_read=True) as cur:
+            self._bloom = bloom_mod.rebuild(cur, self.bloom_capacity, self.bloom_fp_rate)
+        self._bloom.save(self.bloom_path)
+        return self._bloom
+
+    def save_bloom(self) -> None:
+        if self._bloom is not None and self.bloom_path is not None and self._bloom.dirty:
+            self._bloom.save(self.bloom_path)
+
+    # ---- commit -------------------------------------------------------------------------------
+    def commit(
+        self,
+        batch_id: str,
+        kept: Fingerprints,
+        *,
+        max_hamming: int | None = None,
+        min_jaccard: float | None = None,
+    ) -> CommitResult:
+        """Replace what `batch_id` registered with `kept`, minus the documents the re-check finds taken.
+
+        conflicts.payload: 'layer' (url/exact/simhash/minhash, object) and 'score' (float64: 1.0 for
+        url/exact, the Hamming distance for simhash, the estimated Jaccard for minhash).
+        """
+        _validate(kept)
+        max_hamming = self.conflict_max_hamming if max_hamming is None else max_hamming
+        min_jaccard = self.conflict_min_jaccard if min_jaccard is None else min_jaccard
+        hook = self.commit_hook or (lambda stage, cur: None)
+        with self._transaction() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+            hook("locked", cur)
+            cur.execute(
+                "SELECT snapshot_seq, seq_lo, seq_hi FROM registry_batches WHERE batch_id = %s", (batch_id,)
+            )
+            row = cur.fetchone()
+            snapshot, seq_lo, seq_hi = row if row else (None, None, None)
+            if seq_lo is not None:
+                self._delete_rows(cur, batch_id, seq_lo, seq_hi)
+            hook("deleted", cur)
+
+            conflicts = _empty_conflicts()
+            if snapshot is None:
+                log.warning(
+                    "commit of batch %s without begin() or any lookup: nothing to re-check against", batch_id
+                )
+            elif len(kept):
+                cur.execute(
+                    "SELECT EXISTS (SELECT 1 FROM registry_batches WHERE batch_id <> %s AND seq_hi > %s)",
+                    (batch_id, snapshot),
+                )
+                if cur.fetchone()[0]:
+                    conflicts = self._recheck(cur, batch_id, int(snapshot), kept, max_hamming, min_jaccard)
+            hook("checked", cur)
+
+            keep_rows = np.setdiff1d(np.arange(len(kept)), conflicts.query)
+            registered = kept.take(keep_rows)
+            lo = hi = None
+            if len(registered):
+                cur.execute("SELECT nextval('registry_seq')")
+                lo = int(cur.fetchone()[0])
+                hi = lo + len(registered) - 1
+                # Reserve the whole block at once: only commits allocate seq, and they hold the lock.
+                cur.execute("SELECT setval('registry_seq', %s)", (hi,))
+                self._insert_rows(cur, batch_id, registered, lo)
+            hook("inserted", cur)
+            cur.execute(
+                "INSERT INTO registry_batches AS b (batch_id, seq_lo, seq_hi, registered, committed_at)"
+                " VALUES (%s, %s, %s, %s, now()) ON CONFLICT (batch_id) DO UPDATE SET seq_lo = EXCLUDED.seq_lo,"
+                " seq_hi = EXCLUDED.seq_hi, registered = EXCLUDED.registered, committed_at = EXCLUDED.committed_at",
+                (batch_id, lo, hi, len(registered)),
+            )
+        return CommitResult(registered=len(registered), conflicts=conflicts)
+
+    def _delete_rows(self, cur: Any, batch_id: str, lo: int, hi: int) -> None:
+        # Bands carry no batch_id: select them through the batch's signature rows (BRIN on seq bounds both scans).
+        cur.execute(
+            "DELETE FROM minhash_bands WHERE seq BETWEEN %(lo)s AND %(hi)s AND seq IN"
+            " (SELECT seq FROM minhash_signatures WHERE batch_id = %(batch)s AND seq BETWEEN %(lo)s AND %(hi)s)",
+            {"lo": lo, "hi": hi, "batch": batch_id},
+        )
+        for table in ("url_keys", "content_hashes", "simhashes", "minhash_signatures"):
+            cur.execute(
+                f"DELETE FROM {table} WHERE seq BETWEEN %(lo)s AND %(hi)s AND batch_id = %(batch)s",
+                {"lo": lo, "hi": hi, "batch": batch_id},
+            )
+
+    def _insert_rows(self, cur: Any, batch_id: str, fp: Fingerprints, lo: int) -> None:
+        n = len(fp)
+        seq = lo + np.arange(n, dtype=np.int64)
+        doc_id = pa.array(np.asarray(fp.doc_id, dtype=object), type=pa.large_string())
+        batch = pa.array(np.full(n, batch_id, dtype=object), type=pa.large_string())
+        content = np.ascontiguousarray(fp.content_hash, dtype=np.uint64).reshape(n, 2)
+
+        def pick(mask: np.ndarray) -> tuple[np.ndarray, pa.Array, pa.Array]:
+            idx = np.flatnonzero(mask)
+            return idx, doc_id.take(pa.array(idx)), batch.take(pa.array(idx))
+
+        idx, d, b = pick(np.asarray(fp.has_url, bool))
+        copy_in(
+            cur,
+            "url_keys",
+            ["seq", "url_key", "content_hi", "content_lo", "batch_id", "doc_id"],
+            [
+                ("int8", seq[idx]),
+                ("int8", u64_to_i64(np.asarray(fp.url_key, np.uint64)[idx])),
+                ("int8", u64_to_i64(content[idx, 0])),
+                ("int8", u64_to_i64(content[idx, 1])),
+                ("text", b),
+                ("text", d),
+            ],
+        )
+        copy_in(
+            cur,
+            "content_hashes",
+            ["seq", "content_hi", "content_lo", "batch_id", "doc_id"],
+            [
+                ("int8", seq),
+                ("int8", u64_to_i64(content[:, 0])),
+                ("int8", u64_to_i64(content[:, 1])),
+                ("text", batch),
+                ("text", doc_id),
+            ],
+        )
+        idx, d, b = pick(np.asarray(fp.has_simhash, bool))
+        sim = np.asarray(fp.simhash, np.uint64)[idx]
+        copy_in(
+            cur,
+            "simhashes",
+            ["seq", "simhash", "band0", "band1", "band2", "band3", "batch_id", "doc_id"],
+            [("int8", seq[idx]), ("int8", u64_to_i64(sim))]
+            + [
+                ("int2", u16_to_i16(((sim >> np.uint64(16 * i)) & np.uint64(0xFFFF)).astype(np.uint16)))
+                for i in range(4)
+            ]
+            + [("text", b), ("text", d)],
+        )
+        idx, d, b = pick(np.asarray(fp.has_minhash, bool))
+        if len(idx):
+            sig = np.ascontiguousarray(np.asarray(fp.minhash)[idx], dtype="<u4")
+            copy_in(
+                cur,
+                "minhash_signatures",
+                ["seq", "batch_id", "doc_id", "signature"],
+                [
+                    ("int8", seq[idx]),
+                    ("text", b),
+                    ("text", d),
+                    ("bytea", sig.view(np.uint8).reshape(len(idx), -1)),
+                ],
+            )
+            keys = np.asarray(fp.minhash_bands, np.uint64)[idx]
+            keys = keys.reshape(len(idx), -1)
+            n_bands = keys.shape[1]
+            bucket = u64_to_i64(keys.ravel())
+            # Inserting in key order walks the bucket index leaf by leaf instead of at random.
+            order = np.argsort(bucket, kind="stable")
+            copy_in(
+                cur,
+                "minhash_bands",
+                ["bucket", "seq", "band"],
+                [
+                    ("int8", bucket[order]),
+                    ("int8", np.repeat(seq[idx], n_bands)[order]),
+                    ("int2", np.tile(np.arange(n_bands, dtype=np.int16), len(idx))[order]),
+                ],
+            )
+
+    def _recheck(
+        self, cur: Any, batch_id: str, snapshot: int, kept: Fingerprints, max_hamming: int, min_jaccard: float
+    ) -> Matches:
+        """Kept documents duplicated by rows other batches registered after `snapshot`: one row each."""
+        where = "t.seq > %(snap)s AND t.batch_id <> %(batch)s"
+        params = {"snap": snapshot, "batch": batch_id}
+        found: list[
+            tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+        ] = []  # (layer rank, q, doc, batch, score)
+
+        content = np.ascontiguousarray(kept.content_hash, dtype=np.uint64).reshape(-1, 2)
+        idx = np.flatnonzero(np.asarray(kept.has_url, bool))
+        if len(idx):
+            m = self._url_matches(cur, np.asarray(kept.url_key, np.uint64)[idx], where, params)
+            q = idx[m.query]
+            same = (m.payload["content_hash"] == content[q]).all(axis=1)
+            found.append((0, q[same], m.doc_id[same], m.batch_id[same], np.ones(int(same.sum()))))
+
+        m = self._content_matches(cur, content, where, params)
+        found.append((1, m.query, m.doc_id, m.batch_id, np.ones(len(m))))
+
+        idx = np.flatnonzero(np.asarray(kept.has_simhash, bool))
+        if len(idx):
+            values = np.asarray(kept.simhash, np.uint64)[idx]
+            m = self._simhash_matches(cur, values, where, params, max_hamming)
+            q = idx[m.query]
+            dist = np.bitwise_count(values[m.query] ^ m.payload["simhash"]).astype(np.float64)
+            ok = dist <= max_hamming
+            # Lower distance is better; the rank sorts ascending, so distance is used as is.
+            found.append((2, q[ok], m.doc_id[ok], m.batch_id[ok], dist[ok]))
+
+        idx = np.flatnonzero(np.asarray(kept.has_minhash, bool))
+        if len(idx):
+            m = self._minhash_matches(cur, np.asarray(kept.minhash_bands, np.uint64)[idx], where, params)
+            q = idx[m.query]
+            jac = (
+                (np.asarray(kept.minhash, np.uint32)[q] == m.payload["minhash"]).mean(axis=1)
+                if len(m)
+                else np.empty(0)
+            )
+            ok = jac >= min_jaccard
+            found.append((3, q[ok], m.doc_id[ok], m.batch_id[ok], jac[ok]))
+
+        if not any(len(f[1]) for f in found):
+            return _empty_conflicts()
+        rank = np.concatenate([np.full(len(f[1]), f[0]) for f in found])
+        query = np.concatenate([f[1] for f in found]).astype(np.int64)
+        doc = np.concatenate([f[2] for f in found])
+        batch = np.concatenate([f[3] for f in found])
+        score = np.concatenate([f[4] for f in found]).astype(np.float64)
+        # First layer in cascade order, then the best score (smallest distance / largest Jaccard).
+        order = np.lexsort((np.where(rank == 3, -score, score), rank, query))
+        query, rank, doc, batch, score = query[order], rank[order], doc[order], batch[order], score[order]
+        first = np.r_[True, query[1:] != query[:-1]]
+        layer = np.asarray(LAYERS, dtype=object)[rank[first]]
+        return Matches(query[first], doc[first], batch[first], {"layer": layer, "score": score[first]})
+
+    # ---- maintenance --------------------------------------------------------------------------
+    def vacuum(self, analyze: bool = True) -> None:
+        """VACUUM (ANALYZE) the fingerprint tables: sets visibility-map bits for index-only scans.
+
+        Autovacuum does this on a default server (see the storage parameters in the migration); call
+        it after bulk loads or where autovacuum is off.
+        """
+        conn = self._connection()
+        conn.commit()
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                for table in TABLES:
+                    cur.execute(f"VACUUM {'(ANALYZE) ' if analyze else ''}{table}")
+        finally:
+            if not conn.closed:
+                conn.autocommit = False
+
+    def table_stats(self) -> dict[str, dict[str, float]]:
+        """Rows, bytes (pg_total_relation_size: heap + indexes + TOAST) and bytes per registered document."""
+        out: dict[str, dict[str, float]] = {}
+        with self._transaction() as cur:
+            cur.execute("SELECT count(*) FROM content_hashes")
+            docs = int(cur.fetchone()[0])
+            for table in TABLES:
+                cur.execute(
+                    f"SELECT count(*), pg_total_relation_size('{table}'), pg_relation_size('{table}') FROM {table}"
+                )
+                rows, total, heap = cur.fetchone()
+                out[table] = {
+                    "rows": int(rows),
+                    "bytes": int(total),
+                    "heap_bytes": int(heap),
+                    "bytes_per_row": total / rows if rows else 0.0,
+                    "bytes_per_doc": total / docs if docs else 0.0,
+                }
+        out["total"] = {
+            "rows": docs,
+            "bytes": sum(v["bytes"] for v in out.values()),
+            "bytes_per_doc": sum(v["bytes_per_doc"] for v in out.values()),
+        }
+        return out
+
+
+# ---- helpers --------------------------------------------------------------------------------------
+def _expand(u_rows: np.ndarray, inv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fan result rows keyed by unique-query index out to every query with that key.
+
+    Returns (result row index, query index) pairs, vectorized like MemoryRegistry._join.
+    """
+    u_rows = np.asarray(u_rows, dtype=np.int64)
+    inv = np.asarray(inv, dtype=np.int64).ravel()
+    if len(u_rows) == 0 or len(inv) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    order = np.argsort(inv, kind="stable")
+    counts = np.bincount(inv, minlength=int(u_rows.max()) + 1)
+    starts = np.cumsum(counts) - counts
+    c = counts[u_rows]
+    rows = np.repeat(np.arange(len(u_rows), dtype=np.int64), c)
+    offsets = np.arange(int(c.sum()), dtype=np.int64) - np.repeat(np.cumsum(c) - c, c)
+    query = order[np.repeat(starts[u_rows], c) + offsets]
+    return rows, query.astype(np.int64)
+
+
+def _first_of_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Indices of the first occurrence of each distinct (a, b) pair, in input order."""
+    if len(a) == 0:
+        return np.empty(0, np.int64)
+    order = np.lexsort((b, a))
+    a_s, b_s = a[order], b[order]
+    new = np.r_[True, (a_s[1:] != a_s[:-1]) | (b_s[1:] != b_s[:-1])]
+    # lexsort is stable: the first of each run is the earliest occurrence.
+    return np.sort(order[new])
+
+
+def _empty(layer: str, num_perm: int) -> Matches:
+    payload = {
+        "url": {"content_hash": np.empty((0, 2), np.uint64)},
+        "exact": {},
+        "simhash": {"simhash": np.empty(0, np.uint64)},
+        "minhash": {"minhash": np.empty((0, num_perm), np.uint32)},
+    }[layer]
+    return Matches.empty(**payload)
+
+
+def _empty_conflicts() -> Matches:
+    return Matches.empty(layer=np.empty(0, object), score=np.empty(0, np.float64))
+
+
+def _validate(fp: Fingerprints) -> None:
+    n = len(fp)
+    for name in ("url_key", "has_url", "simhash", "has_simhash", "has_minhash"):
+        if len(getattr(fp, name)) != n:
+            raise ValueError(f"Fingerprints.{name} has {len(getattr(fp, name))} rows, doc_id has {n}")
+    if np.asarray(fp.content_hash).reshape(n, -1).shape != (n, 2):
+        raise ValueError("Fingerprints.content_hash must be (n, 2) uint64")
+    if (
+        n
+        and np.asarray(fp.has_minhash, bool).any()
+        and (np.asarray(fp.minhash).ndim != 2 or len(fp.minhash) != n or len(fp.minhash_bands) != n)
+    ):
+        raise ValueError("Fingerprints.minhash must be (n, num_perm) and minhash_bands (n, bands)")
+    ids = np.asarray(fp.doc_id, dtype=object)
+    if n and len(np.unique(ids.astype(str))) != n:
+        raise ValueError("Fingerprints.doc_id must be unique within a batch")
+
+
+__all__ = ["LAYERS", "TABLES", "PostgresRegistry"]
