@@ -1,0 +1,89 @@
+"""Hourly crawl deduplication: validate -> url -> exact -> simhash -> minhash -> semantic -> commit -> publish.
+
+Thin wiring only: every task body is one call into ``dedup_tasks``. Tasks hand each other Parquet paths
+and counts through XCom, never data. Each task redoes only its own output, so retries and reruns
+(clear, backfill) are idempotent; the registry commit replaces the batch's earlier registration.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pendulum
+from airflow.sdk import Asset, CronDataIntervalTimetable, Param, dag, get_current_context, task
+
+from dedup_tasks.airflow_support import PARAM_SPECS
+
+DEDUPED = Asset(
+    name="crawl_dedup_deduped",
+    uri=Path(os.environ.get("DEDUP_ROOT", "./data")).resolve().joinpath("deduped").as_uri(),
+)
+TASK_DEFAULTS = {"retries": 2, "retry_delay": timedelta(minutes=2), "execution_timeout": timedelta(minutes=30)}
+
+
+def _params() -> dict[str, Param]:
+    return {name: Param(default, type=kind, **extra) for name, (kind, default, extra) in PARAM_SPECS.items()}
+
+
+def _step(name: str) -> dict:
+    from dedup_tasks.airflow_support import run_step
+
+    return run_step(name, get_current_context())
+
+
+@dag(
+    dag_id="crawl_dedup",
+    schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
+    start_date=pendulum.datetime(2026, 12, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    default_args=TASK_DEFAULTS,
+    params=_params(),
+    tags=["dedup"],
+    doc_md=__doc__,
+)
+def crawl_dedup():
+    @task
+    def validate() -> dict:
+        return _step("validate")
+
+    @task
+    def url(_: dict) -> dict:
+        return _step("url")
+
+    @task
+    def exact(_: dict) -> dict:
+        return _step("exact")
+
+    @task
+    def simhash(_: dict) -> dict:
+        return _step("simhash")
+
+    @task
+    def minhash(_: dict) -> dict:
+        return _step("minhash")
+
+    @task
+    def semantic(_: dict) -> dict:
+        return _step("semantic")
+
+    @task(execution_timeout=timedelta(minutes=10))
+    def commit(_: dict) -> dict:
+        return _step("commit")
+
+    @task(outlets=[DEDUPED])
+    def publish(_: dict) -> dict:
+        result = _step("publish")
+        get_current_context()["outlet_events"][DEDUPED].extra = {
+            "batch_id": result["batch_id"],
+            "partition": result["deduped"],
+            "kept": result["kept"],
+        }
+        return result
+
+    publish(commit(semantic(minhash(simhash(exact(url(validate())))))))
+
+
+crawl_dedup()
