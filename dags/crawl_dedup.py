@@ -7,19 +7,15 @@ and counts through XCom, never data. Each task redoes only its own output, so re
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
-from pathlib import Path
 
 import pendulum
 from airflow.sdk import Asset, CronDataIntervalTimetable, Param, dag, get_current_context, task
 
 from dedup_tasks.airflow_support import PARAM_SPECS
 
-DEDUPED = Asset(
-    name="crawl_dedup_deduped",
-    uri=Path(os.environ.get("DEDUP_ROOT", "./data")).resolve().joinpath("deduped").as_uri(),
-)
+# One asset for the published output; each event's extra names the hour's partition and counts.
+DEDUPED = Asset(name="crawl_dedup_deduped", uri="dedup://crawl_dedup/deduped")
 TASK_DEFAULTS = {"retries": 2, "retry_delay": timedelta(minutes=2), "execution_timeout": timedelta(minutes=30)}
 
 

@@ -84,7 +84,7 @@ def open_registry_for(config: DedupConfig, no_registry: bool) -> Iterator[Regist
         return
     from dedup_tasks.registry.connect import open_registry
 
-    with open_registry(config) as registry:
+    with open_registry(config, schema=config.db_schema) as registry:
         yield registry
 
 

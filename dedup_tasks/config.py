@@ -40,7 +40,7 @@ DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
 )
 
 # Fields that do not change decisions and therefore stay out of the config hash.
-_OPERATIONAL_FIELDS = frozenset({"root", "db_url", "progress"})
+_OPERATIONAL_FIELDS = frozenset({"root", "db_url", "db_schema", "progress"})
 
 
 class ConfigError(ValueError):
@@ -51,6 +51,7 @@ class ConfigError(ValueError):
 class DedupConfig:
     root: str = "./data"
     db_url: str | None = None
+    db_schema: str = "dedup"
     layers: tuple[str, ...] = ALL_LAYERS
     progress: bool = True
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
+import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Airflow reads its home at import: give the test session a private one before anything imports it.
+if "AIRFLOW_HOME" not in os.environ or os.environ.get("CI"):
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="dedup-airflow-home-")
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
+os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
 SHARED_DATA = Path(os.environ.get("DEDUP_SHARED_DATA", REPO.parent / "shared" / "data"))
 BASE_TIME = pd.Timestamp("2026-12-01T00:00:00Z")
 
@@ -63,3 +72,30 @@ def en_articles() -> list[dict]:
 @pytest.fixture
 def zh_articles() -> list[dict]:
     return corpus_articles("zh_sogou_smarty.jsonl", 120)
+
+
+@pytest.fixture(scope="session")
+def pg_dsn(tmp_path_factory) -> str:
+    """A real PostgreSQL: DEDUP_TEST_DB_URL when set (CI), else an embedded server for the session."""
+    dsn = os.environ.get("DEDUP_TEST_DB_URL")
+    if dsn:
+        yield dsn
+        return
+    from dedup_tasks.registry.embedded import EmbeddedPostgres
+
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("embedded-pg"))
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def registry_schema(pg_dsn) -> str:
+    """A fresh registry schema per test, dropped afterwards."""
+    import psycopg2
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    yield schema
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -47,7 +47,7 @@ def _registry(config: DedupConfig, step: str) -> Iterator[Any]:
         return
     from dedup_tasks.registry.connect import open_registry
 
-    with open_registry(config) as registry:
+    with open_registry(config, schema=config.db_schema) as registry:
         yield registry
 
 
