@@ -1,4 +1,4 @@
-"""Command line: ``python -m dedup_tasks run|db|sample ...``."""
+"""Command line: ``python -m dedup_tasks run|show|db ...``."""
 
 from __future__ import annotations
 
@@ -43,12 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="registry maintenance: migrate, status, rebuild-bloom")
     db.add_argument("db_args", nargs=argparse.REMAINDER)
 
-    sample = sub.add_parser("sample", help="write a small synthetic crawl hour (for trying the pipeline)")
-    sample.add_argument("--root", type=Path, required=True)
-    sample.add_argument("--batch", default="2026-12-01T00")
-    sample.add_argument("--docs", type=int, default=2000)
-    sample.add_argument("--hours", type=int, default=1)
-    sample.add_argument("--seed", type=int, default=0)
+    show = sub.add_parser("show", help="print the per-layer table and output paths of published batches")
+    show.add_argument("--root", type=Path, help="data root (default DEDUP_ROOT or ./data)")
+    show.add_argument("--batch", action="append", default=[], help="batch id (repeatable; default: all)")
     return parser
 
 
@@ -121,12 +118,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_sample(args: argparse.Namespace) -> int:
-    from dedup_tasks.sample import write_sample_crawl
+def cmd_show(args: argparse.Namespace) -> int:
+    import json
 
-    written = write_sample_crawl(args.root, args.batch, args.docs, args.hours, args.seed)
-    for path in written:
-        print(path)
+    from dedup_tasks.pipeline import BatchSummary
+
+    root = args.root or Path(DedupConfig.load().root)
+    batches = [parse_batch_id(b) for b in args.batch] or sorted(
+        p.name.split("=", 1)[1] for p in (root / "runs").glob("batch_id=*")
+    )
+    if not batches:
+        raise InputError(f"no published batches under {root / 'runs'}")
+    for batch_id in batches:
+        paths = BatchPaths(root, batch_id)
+        if not paths.summary.exists():
+            raise InputError(f"batch {batch_id} has not been published under {root} ({paths.summary} is missing)")
+        data = json.loads(paths.summary.read_text())
+        summary = BatchSummary(**{k: v for k, v in data.items() if k in BatchSummary.__dataclass_fields__})
+        summary.layers = [LayerStats(**layer) for layer in data["layers"]]
+        print(summary.table())
+        print(f"deduped:   {paths.deduped}\ndecisions: {paths.decisions}\nsummary:   {paths.summary}\n")
     return 0
 
 
@@ -135,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return cmd_run(args)
-        if args.command == "sample":
-            return cmd_sample(args)
+        if args.command == "show":
+            return cmd_show(args)
         if args.command == "db":
             from dedup_tasks.registry.cli import db_main
 

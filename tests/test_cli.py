@@ -1,0 +1,82 @@
+"""The command line as a user runs it: real subprocesses, real Parquet."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import REPO, make_batch, write_partition
+
+
+def cli(*args, env=None, check=True):
+    return subprocess.run(
+        [sys.executable, "-m", "dedup_tasks", *args],
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})}, check=check,
+    )
+
+
+@pytest.fixture
+def rows(en_articles):
+    out = [{"doc_id": f"d{i}", "url": f"https://a.com/{i}", "title": a["title"], "content": a["text"]} for i, a in enumerate(en_articles[:20])]
+    out.append(dict(out[0], doc_id="copy", url="https://b.com/x"))
+    return out
+
+
+def test_run_root_layout_prints_table_and_writes_outputs(tmp_path, rows):
+    write_partition(tmp_path, "2026-12-01T00", make_batch(rows))
+    result = cli("run", "--root", str(tmp_path), "--batch", "2026-12-01T00", "--no-registry")
+    assert "rows in 21" in result.stdout and "exact" in result.stdout
+    assert "exact: 21 in" not in result.stdout  # the per-layer progress lines go to stderr
+    assert "url: 21 in, 0 dropped" in result.stderr
+    decisions = pq.read_table(tmp_path / "decisions/dt=2026-12-01/hour=00").to_pandas()
+    assert len(decisions) == 21
+    assert decisions.set_index("doc_id").loc["copy", "matched_doc_id"] == "d0"
+    summary = json.loads((tmp_path / "runs/batch_id=2026-12-01T00/summary.json").read_text())
+    assert summary["kept"] == (decisions.action == "keep").sum() and summary["rows_in"] == 21
+    shown = cli("show", "--root", str(tmp_path))
+    assert "batch 2026-12-01T00" in shown.stdout
+
+
+def test_run_input_file_and_out_dir(tmp_path, rows):
+    src = tmp_path / "in" / "batch.parquet"
+    src.parent.mkdir()
+    pq.write_table(make_batch(rows), src)
+    out = tmp_path / "out"
+    cli("run", "--input", str(src.parent), "--out", str(out), "--no-registry", "--layers", "url,exact")
+    assert {p.name for p in out.iterdir()} == {"deduped", "decisions", "runs"}
+    kept = pq.read_table(next((out / "deduped").rglob("*.parquet")))
+    decisions = pq.read_table(next((out / "decisions").rglob("*.parquet"))).to_pandas()
+    assert len(decisions) == 21 and kept.num_rows == (decisions.action == "keep").sum()
+    assert decisions.set_index("doc_id").loc["copy", "layer"] == "exact"
+
+
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, rows):
+    rows[3]["doc_id"] = "d1"
+    write_partition(tmp_path, "2026-12-01T00", make_batch(rows))
+    result = cli("run", "--root", str(tmp_path), "--batch", "2026-12-01T00", "--no-registry", check=False)
+    assert result.returncode == 2
+    assert "doc_id must be unique" in result.stderr and "hour=00" in result.stderr
+    assert not (tmp_path / "deduped").exists() and not (tmp_path / "decisions").exists()
+
+
+def test_missing_partition_and_bad_flags_are_clear(tmp_path):
+    result = cli("run", "--root", str(tmp_path), "--batch", "2026-12-01T07", "--no-registry", check=False)
+    assert result.returncode == 2 and "does not exist" in result.stderr
+    result = cli("run", "--root", str(tmp_path), "--batch", "2026-12-01T07", "--layers", "url,nope", check=False)
+    assert result.returncode == 2 and "unknown layer" in result.stderr
+    result = cli("run", "--root", str(tmp_path), "--batch", "x", "--set", "minhash_threshold=2", check=False)
+    assert result.returncode == 2 and "minhash_threshold" in result.stderr
+
+
+def test_rerun_with_registry_is_idempotent(tmp_path, rows, pg_dsn, registry_schema):
+    write_partition(tmp_path, "2026-12-01T00", make_batch(rows))
+    env = {"DEDUP_DB_URL": pg_dsn, "DEDUP_DB_SCHEMA": registry_schema}
+    cli("run", "--root", str(tmp_path), "--batch", "2026-12-01T00", env=env)
+    first = pq.read_table(tmp_path / "decisions/dt=2026-12-01/hour=00")
+    shutil.rmtree(tmp_path / "decisions")
+    cli("run", "--root", str(tmp_path), "--batch", "2026-12-01T00", env=env)
+    assert pq.read_table(tmp_path / "decisions/dt=2026-12-01/hour=00").equals(first)

@@ -1,0 +1,34 @@
+import pytest
+
+from dedup_tasks.config import ConfigError, DedupConfig
+
+
+def test_precedence_defaults_yaml_env_overrides(tmp_path):
+    yaml_file = tmp_path / "dedup.yaml"
+    yaml_file.write_text("minhash_threshold: 0.85\nsimhash_max_distance: 2\nlayers: [url, exact]\n")
+    env = {"DEDUP_CONFIG": str(yaml_file), "DEDUP_SIMHASH_MAX_DISTANCE": "1", "DEDUP_ROOT": "/data"}
+    config = DedupConfig.load({"minhash_threshold": 0.9}, env=env)
+    assert config.minhash_threshold == 0.9  # override wins
+    assert config.simhash_max_distance == 1  # env beats YAML
+    assert config.layers == ("url", "exact")  # YAML beats defaults
+    assert config.root == "/data"
+
+
+def test_config_hash_tracks_decision_settings_only():
+    base = DedupConfig()
+    assert base.config_hash == DedupConfig(root="/elsewhere", db_url="postgresql://x").config_hash
+    assert base.config_hash != DedupConfig(minhash_threshold=0.85).config_hash
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"nope": 1}, "unknown config key"),
+        ({"layers": "url,bogus"}, "unknown layer"),
+        ({"minhash_threshold": "high"}, "minhash_threshold"),
+        ({"minhash_bands": 40}, "bands"),
+    ],
+)
+def test_bad_values_are_named(values, message):
+    with pytest.raises(ConfigError, match=message):
+        DedupConfig.from_mapping(values)
