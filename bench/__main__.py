@@ -2,10 +2,10 @@
 
 Every command writes ``bench/results/<name>.json`` and prints a table. Sizes:
 
-* small: 2 hours x 20,000 docs for quality (ours and every peer on the same documents, in the same
+* small: one hour of 20,000 docs for quality (ours and every peer on the same documents, in the same
   order, in this process) and throughput at 20,000 docs/hour;
-* medium: 2 hours x 60,000 docs;
-* large: adds throughput and peak memory at 200,000 docs/hour (ours only).
+* medium: two hours of 20,000 docs (cross-hour duplicates through the registry), throughput up to 60,000;
+* large: as medium, plus throughput and peak memory at 200,000 docs/hour (ours only).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ RESULTS = BENCH_DIR / "results"
 WORK = BENCH_DIR / "work"
 SIZES = {
     "tiny": {"docs": 2_000, "hours": 2, "throughput_docs": [2_000]},
-    "small": {"docs": 20_000, "hours": 2, "throughput_docs": [20_000]},
-    "medium": {"docs": 60_000, "hours": 2, "throughput_docs": [20_000, 60_000]},
+    "small": {"docs": 20_000, "hours": 1, "throughput_docs": [20_000]},
+    "medium": {"docs": 20_000, "hours": 2, "throughput_docs": [20_000, 60_000]},
     "large": {"docs": 20_000, "hours": 2, "throughput_docs": [20_000, 200_000]},
 }
 CASCADE_LAYERS = ("url", "exact", "simhash", "minhash")

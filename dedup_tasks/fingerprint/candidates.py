@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit, types
 from numba.typed import Dict
 
-_NO_SETS = np.empty(0, np.uint32)
+_NO_SETS = np.empty(0, np.uint64)
 _NO_OFFSETS = np.empty(0, np.int64)
 
 
@@ -29,29 +29,60 @@ class StreamResult:
 
 
 @njit(cache=True)
-def _exact_jaccard(sets, set_off, a, b):
-    """Jaccard of two documents' sorted unique shingle hashes."""
-    i = set_off[a]
-    j = set_off[b]
-    i_end = set_off[a + 1]
-    j_end = set_off[b + 1]
+def _ensure_sorted(hashes, offsets, sorted32, ready, d):
+    if not ready[d]:
+        a = offsets[d]
+        b = offsets[d + 1]
+        sorted32[a:b] = np.sort((hashes[a:b] >> np.uint64(32)).astype(np.uint32))
+        ready[d] = True
+
+
+@njit(cache=True)
+def _exact_jaccard(hashes, offsets, sorted32, ready, a, b):
+    """Jaccard of two documents' shingle sets (the 32-bit values their signatures are taken over).
+
+    Sorted on first use only: the few documents that reach an exact check pay for it.
+    """
+    _ensure_sorted(hashes, offsets, sorted32, ready, a)
+    _ensure_sorted(hashes, offsets, sorted32, ready, b)
+    i = offsets[a]
+    j = offsets[b]
+    i_end = offsets[a + 1]
+    j_end = offsets[b + 1]
     common = 0
-    while i < i_end and j < j_end:
-        if sets[i] == sets[j]:
-            common += 1
-            i += 1
-            j += 1
-        elif sets[i] < sets[j]:
-            i += 1
+    size_a = 0
+    size_b = 0
+    while i < i_end or j < j_end:
+        if j >= j_end or (i < i_end and sorted32[i] < sorted32[j]):
+            v = sorted32[i]
+            size_a += 1
+            while i < i_end and sorted32[i] == v:
+                i += 1
+        elif i >= i_end or sorted32[j] < sorted32[i]:
+            v = sorted32[j]
+            size_b += 1
+            while j < j_end and sorted32[j] == v:
+                j += 1
         else:
-            j += 1
-    union = (i_end - set_off[a]) + (j_end - set_off[b]) - common
+            v = sorted32[i]
+            common += 1
+            size_a += 1
+            size_b += 1
+            while i < i_end and sorted32[i] == v:
+                i += 1
+            while j < j_end and sorted32[j] == v:
+                j += 1
+    union = size_a + size_b - common
     return common / union if union > 0 else 0.0
 
 
 @njit(cache=True)
-def _stream(keys, active, values, is_simhash, max_distance, min_jaccard, suspect_bound, sets, set_off, exact_floor):
+def _stream(
+    keys, active, values, is_simhash, max_distance, min_jaccard, suspect_bound, hashes, hash_off, exact_floor, exact_ceiling
+):
     n, n_bands = keys.shape
+    sorted32 = np.empty(len(hashes), np.uint32)
+    ready = np.zeros(n, np.bool_)
     matched = np.full(n, -1, np.int64)
     score = np.full(n, np.nan)
     suspect = np.full(n, -1, np.int64)
@@ -95,9 +126,9 @@ def _stream(keys, active, values, is_simhash, max_distance, min_jaccard, suspect
                             if values[d, k] == values[c, k]:
                                 eq += 1
                         s = eq / width
-                        if len(set_off) > 0 and s >= exact_floor:
+                        if len(hash_off) > 0 and exact_floor <= s < exact_ceiling:
                             # In the batch the shingle sets are at hand: settle the estimate exactly.
-                            s = _exact_jaccard(sets, set_off, d, c)
+                            s = _exact_jaccard(hashes, hash_off, sorted32, ready, d, c)
                         if s >= min_jaccard:
                             if best < 0 or s > best_score or (s == best_score and c < best):
                                 best = c
@@ -130,7 +161,7 @@ def stream_simhash(
     keys = ((simhash[:, None] >> shifts) & np.uint64(0xFFFF)) | (np.arange(4, dtype=np.uint64) << np.uint64(16))
     out = _stream(
         np.ascontiguousarray(keys), active.astype(np.bool_), simhash.reshape(-1, 1), True,
-        int(max_distance), 2.0, float(suspect_max_distance), _NO_SETS, _NO_OFFSETS, 2.0,
+        int(max_distance), 2.0, float(suspect_max_distance), _NO_SETS, _NO_OFFSETS, 2.0, 2.0,
     )
     return StreamResult(*out)
 
@@ -141,19 +172,21 @@ def stream_minhash(
     active: np.ndarray,
     threshold: float,
     suspect_min: float,
-    shingle_sets: tuple[np.ndarray, np.ndarray] | None = None,
-    exact_floor: float = 0.5,
+    shingles: tuple[np.ndarray, np.ndarray] | None = None,
+    exact_floor: float = 0.65,
+    exact_ceiling: float = 0.9,
 ) -> StreamResult:
     """Jaccard >= threshold against earlier kept rows sharing an LSH band.
 
-    With ``shingle_sets`` (sorted unique shingle hashes and per-row offsets), a candidate whose
-    estimate reaches ``exact_floor`` is judged on its exact Jaccard instead of the estimate, whose
-    standard deviation at 0.8 is 0.035 with 128 permutations.
+    With ``shingles`` (the rows' 64-bit shingle hashes and per-row offsets), a candidate whose
+    estimate falls in [exact_floor, exact_ceiling) is judged on its exact Jaccard instead: with 128
+    permutations the estimate's standard deviation near 0.8 is 0.035, so a true 0.8 lands anywhere in
+    about 0.7-0.9 while outside that band the estimate alone is reliable.
     """
-    sets, set_off = shingle_sets if shingle_sets is not None else (_NO_SETS, _NO_OFFSETS)
+    sets, set_off = shingles if shingles is not None else (_NO_SETS, _NO_OFFSETS)
     out = _stream(
         np.ascontiguousarray(band_keys, dtype=np.uint64), active.astype(np.bool_),
         np.ascontiguousarray(signatures), False, 0, float(threshold), float(suspect_min),
-        sets, set_off, float(exact_floor),
+        sets, set_off, float(exact_floor), float(exact_ceiling),
     )
     return StreamResult(*out)

@@ -111,11 +111,54 @@ def count_shingles(cp, offsets, modes, n_words, n_chars):
     return out
 
 
+@njit(cache=True)
+def _prefix_hashes(cp, start, end, skip_spaces, prefix, positions):
+    """Polynomial prefix hashes of cp[start:end] (spaces dropped if asked); returns the unit count.
+
+    prefix[k] is the hash state after k kept code points, so the state of any span [i, j) of them is
+    prefix[j] - prefix[i] * POLY^(j - i): every shingle costs O(1) whatever its length. ``positions``
+    receives the original index of each kept code point.
+    """
+    m = 0
+    prefix[0] = np.uint64(0)
+    for i in range(start, end):
+        c = cp[i]
+        if skip_spaces and c == _SPACE:
+            continue
+        prefix[m + 1] = prefix[m] * POLY + np.uint64(c)
+        positions[m] = i
+        m += 1
+    return m
+
+
+@njit(inline="always", cache=True)
+def _span_from_prefix(prefix, powers, i, j):
+    return _finish(prefix[j] - prefix[i] * powers[j - i], j - i)
+
+
+def poly_powers(n: int) -> np.ndarray:
+    """POLY^k mod 2^64 for k < n."""
+    return _powers(max(int(n), 1))
+
+
+@njit(cache=True)
+def _powers(n):
+    out = np.empty(n, np.uint64)
+    out[0] = np.uint64(1)
+    for k in range(1, n):
+        out[k] = out[k - 1] * POLY
+    return out
+
+
 @njit(parallel=True, cache=True)
 def shingle_hashes(cp, offsets, modes, n_words, n_chars, out_offsets):
     """64-bit hash of every shingle, documents' shingles contiguous at out_offsets."""
     n_docs = len(offsets) - 1
     out = np.empty(out_offsets[-1], np.uint64)
+    longest = 0
+    for d in range(n_docs):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    powers = _powers(longest + 2)
     for d in prange(n_docs):
         start = offsets[d]
         end = offsets[d + 1]
@@ -123,24 +166,23 @@ def shingle_hashes(cp, offsets, modes, n_words, n_chars, out_offsets):
         total = out_offsets[d + 1] - pos
         if total == 0:
             continue
+        prefix = np.empty(end - start + 1, np.uint64)
+        positions = np.empty(end - start + 1, np.int64)
         if modes[d] == CHARS:
-            # Gather non-space code points, then hash every window of n_chars of them.
-            buf = np.empty(end - start, np.uint32)
-            m = 0
-            for i in range(start, end):
-                if cp[i] != _SPACE:
-                    buf[m] = cp[i]
-                    m += 1
+            m = _prefix_hashes(cp, start, end, True, prefix, positions)
             width = n_chars if m >= n_chars else m
             for k in range(total):
-                out[pos + k] = _span_hash(buf, k, k + width)
+                out[pos + k] = _span_from_prefix(prefix, powers, k, k + width)
         else:
+            # Word shingles keep their single separating spaces: the span runs from the first word's
+            # start to the last word's end in the token text.
+            _prefix_hashes(cp, start, end, False, prefix, positions)
             starts = np.empty(end - start + 1, np.int64)
             ends = np.empty(end - start + 1, np.int64)
             m = _word_bounds(cp, start, end, starts, ends)
             width = n_words if m >= n_words else m
             for k in range(total):
-                out[pos + k] = _span_hash(cp, starts[k], ends[k + width - 1])
+                out[pos + k] = _span_from_prefix(prefix, powers, starts[k] - start, ends[k + width - 1] - start)
     return out
 
 
@@ -184,62 +226,36 @@ def weighted_simhash(cp, offsets, modes, char_ngram, word_ngram):
     """
     n_docs = len(offsets) - 1
     out = np.zeros(n_docs, np.uint64)
+    longest = 0
+    for d in range(n_docs):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    powers = _powers(longest + 2)
     for d in prange(n_docs):
         start = offsets[d]
         end = offsets[d + 1]
         votes = np.zeros(64, np.int64)
+        prefix = np.empty(end - start + 1, np.uint64)
+        positions = np.empty(end - start + 1, np.int64)
         if modes[d] == CHARS:
-            buf = np.empty(end - start, np.uint32)
-            m = 0
-            for i in range(start, end):
-                if cp[i] != _SPACE:
-                    buf[m] = cp[i]
-                    m += 1
+            m = _prefix_hashes(cp, start, end, True, prefix, positions)
             width = char_ngram if m >= char_ngram else m
             for k in range(m - width + 1 if m > 0 else 0):
-                h = _span_hash(buf, k, k + width)
+                h = _span_from_prefix(prefix, powers, k, k + width)
                 for b in range(64):
-                    votes[b] += 1 if (h >> np.uint64(b)) & np.uint64(1) else -1
+                    votes[b] += np.int64((h >> np.uint64(b)) & np.uint64(1)) * 2 - 1
         else:
+            _prefix_hashes(cp, start, end, False, prefix, positions)
             starts = np.empty(end - start + 1, np.int64)
             ends = np.empty(end - start + 1, np.int64)
             m = _word_bounds(cp, start, end, starts, ends)
             width = word_ngram if m >= word_ngram else m
             for k in range(m - width + 1 if m > 0 else 0):
-                h = _span_hash(cp, starts[k], ends[k + width - 1])
+                h = _span_from_prefix(prefix, powers, starts[k] - start, ends[k + width - 1] - start)
                 for b in range(64):
-                    votes[b] += 1 if (h >> np.uint64(b)) & np.uint64(1) else -1
+                    votes[b] += np.int64((h >> np.uint64(b)) & np.uint64(1)) * 2 - 1
         value = np.uint64(0)
         for b in range(64):
             if votes[b] > 0:
                 value |= np.uint64(1) << np.uint64(b)
         out[d] = value
     return out
-
-
-@njit(parallel=True, cache=True)
-def shingle_sets(hashes64, offsets):
-    """Per document, the sorted unique top-32-bit shingle hashes (what the signature is taken over)."""
-    n_docs = len(offsets) - 1
-    out = np.empty(len(hashes64), np.uint32)
-    counts = np.zeros(n_docs, np.int64)
-    for d in prange(n_docs):
-        start = offsets[d]
-        end = offsets[d + 1]
-        if end == start:
-            continue
-        values = np.sort((hashes64[start:end] >> np.uint64(32)).astype(np.uint32))
-        m = 1
-        out[start] = values[0]
-        for k in range(1, len(values)):
-            if values[k] != values[k - 1]:
-                out[start + m] = values[k]
-                m += 1
-        counts[d] = m
-    new_off = np.zeros(n_docs + 1, np.int64)
-    for d in range(n_docs):
-        new_off[d + 1] = new_off[d] + counts[d]
-    packed = np.empty(new_off[n_docs], np.uint32)
-    for d in prange(n_docs):
-        packed[new_off[d] : new_off[d + 1]] = out[offsets[d] : offsets[d] + counts[d]]
-    return packed, new_off

@@ -25,7 +25,7 @@ NO_SHINGLES_REASON = "no text to shingle: MinHash not applied"
 def minhash_rows(
     batch: pa.Table, hasher: MinHasher, zh_chars: int, en_words: int
 ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
-    """Signatures (n, num_perm) uint32, shingle count per row, and the rows' shingle sets.
+    """Signatures (n, num_perm) uint32, shingle count per row, and the rows' shingle hashes + offsets.
 
     Computed in chunks of documents to bound the memory of the intermediate 64-bit hashes.
     """
@@ -40,13 +40,12 @@ def minhash_rows(
         hashes = kernels.shingle_hashes(cp, offsets, modes, en_words, zh_chars, out_offsets)
         sig[start:end] = hasher.signatures(hashes, out_offsets)
         counts[start:end] = per_doc
-        sets, set_off = kernels.shingle_sets(hashes, out_offsets)
-        set_parts.append(sets)
-        set_counts.append(np.diff(set_off))
+        set_parts.append(hashes)
+        set_counts.append(per_doc)
     sizes = np.concatenate(set_counts) if set_counts else np.zeros(0, np.int64)
     set_offsets = np.zeros(batch.num_rows + 1, np.int64)
     np.cumsum(sizes, out=set_offsets[1:])
-    all_sets = np.concatenate(set_parts) if set_parts else np.empty(0, np.uint32)
+    all_sets = np.concatenate(set_parts) if set_parts else np.empty(0, np.uint64)
     return sig, counts, (all_sets, set_offsets)
 
 
