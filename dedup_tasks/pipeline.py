@@ -116,12 +116,11 @@ def prepare(table: pa.Table, config: DedupConfig, source: str = "batch") -> pa.T
     empty = (np.diff(content_off) == 0) & (np.diff(title_tok[1]) == 0)
     near_cp, near_off = ck.join_pairs(title_tok[0], title_tok[1], content_cp, content_off)
     batch = set_column(batch, "_empty", pa.array(empty))
-    near = strings_from_codepoints(near_cp, near_off)
     too_long = np.diff(near_off) > MAX_NEAR_CHARS
     if too_long.any():
-        near = pc.utf8_slice_codeunits(near, 0, MAX_NEAR_CHARS)
+        near_cp, near_off = ck.truncate(near_cp, near_off, MAX_NEAR_CHARS)
         batch = add_reason(batch, too_long, LONG_REASON.format(MAX_NEAR_CHARS))
-    batch = set_column(batch, "_near_text", near)
+    batch = set_column(batch, "_near_text", strings_from_codepoints(near_cp, near_off))
     given = batch.column("lang") if "lang" in batch.column_names else None
     batch = set_column(batch, "_lang", pa.array(detect_lang(near_cp, near_off, given), pa.string()))
     return add_reason(batch, repaired, REPAIRED_REASON)

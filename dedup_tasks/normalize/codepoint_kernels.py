@@ -232,3 +232,63 @@ def join_pairs(a_cp, a_off, b_cp, b_off):
             pos += 1
         out[pos : pos + lb] = b_cp[b_off[d] : b_off[d + 1]]
     return out, out_off
+
+
+@njit(cache=True)
+def truncate(cp, offsets, limit):
+    """Each document cut to its first ``limit`` code points."""
+    n = len(offsets) - 1
+    out_off = np.zeros(n + 1, np.int64)
+    for d in range(n):
+        out_off[d + 1] = out_off[d] + min(offsets[d + 1] - offsets[d], limit)
+    out = np.empty(out_off[n], np.uint32)
+    for d in range(n):
+        length = out_off[d + 1] - out_off[d]
+        out[out_off[d] : out_off[d + 1]] = cp[offsets[d] : offsets[d] + length]
+    return out, out_off
+
+
+@njit(cache=True)
+def gather(cp, offsets, mask):
+    """The documents selected by ``mask``, packed."""
+    n = len(mask)
+    count = 0
+    total = 0
+    for d in range(n):
+        if mask[d]:
+            count += 1
+            total += offsets[d + 1] - offsets[d]
+    out = np.empty(total, np.uint32)
+    out_off = np.zeros(count + 1, np.int64)
+    k = 0
+    for d in range(n):
+        if mask[d]:
+            length = offsets[d + 1] - offsets[d]
+            out[out_off[k] : out_off[k] + length] = cp[offsets[d] : offsets[d + 1]]
+            out_off[k + 1] = out_off[k] + length
+            k += 1
+    return out, out_off
+
+
+@njit(cache=True)
+def replace_rows(cp, offsets, sub_cp, sub_off, mask):
+    """Documents of (cp, offsets), those in ``mask`` replaced, in order, by the packed (sub_cp, sub_off)."""
+    n = len(mask)
+    out_off = np.zeros(n + 1, np.int64)
+    k = 0
+    for d in range(n):
+        if mask[d]:
+            length = sub_off[k + 1] - sub_off[k]
+            k += 1
+        else:
+            length = offsets[d + 1] - offsets[d]
+        out_off[d + 1] = out_off[d] + length
+    out = np.empty(out_off[n], np.uint32)
+    k = 0
+    for d in range(n):
+        if mask[d]:
+            out[out_off[d] : out_off[d + 1]] = sub_cp[sub_off[k] : sub_off[k + 1]]
+            k += 1
+        else:
+            out[out_off[d] : out_off[d + 1]] = cp[offsets[d] : offsets[d + 1]]
+    return out, out_off

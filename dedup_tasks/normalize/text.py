@@ -81,13 +81,10 @@ def strip_boilerplate(
     keeps its full text: it is then mostly template (or one of many copies on its own site), and its
     full text is the honest fingerprint.
     """
-    full = collapse_codepoints(cp, offsets, punctuation=True)
     n = len(offsets) - 1
-    if n == 0:
-        return full
-    doc, line_hash, starts, ends = ck.token_lines(cp, offsets, ck.CLASSES)
+    doc, line_hash, starts, ends = ck.token_lines(cp, offsets, ck.CLASSES) if n else (np.empty(0, np.int64),) * 4
     if len(doc) == 0:
-        return full
+        return collapse_codepoints(cp, offsets, punctuation=True)
     site_codes = pc.dictionary_encode(pa.array(site.astype(object), pa.string())).indices.to_numpy(zero_copy_only=False)
     # (site, line) key; a line repeated inside one document counts once.
     key = line_hash ^ (site_codes[doc].astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
@@ -99,13 +96,14 @@ def strip_boilerplate(
     template_lines = np.unique(line_hash[site_template])
     boiler = np.isin(line_hash, template_lines)
     if not boiler.any():
-        return full
-    stripped_cp, stripped_off = ck.remove_spans(cp, offsets, starts[boiler], ends[boiler], doc[boiler])
-    stripped_cp, stripped_off = collapse_codepoints(stripped_cp, stripped_off, punctuation=True)
-    short = np.diff(stripped_off) < min_residual
+        return collapse_codepoints(cp, offsets, punctuation=True)
+    stripped = collapse_codepoints(*ck.remove_spans(cp, offsets, starts[boiler], ends[boiler], doc[boiler]), punctuation=True)
+    short = np.diff(stripped[1]) < min_residual
     if not short.any():
-        return stripped_cp, stripped_off
-    return choose_texts(full, (stripped_cp, stripped_off), short)
+        return stripped
+    # Only the few documents that are mostly template need their full text as well.
+    full_of_short = collapse_codepoints(*ck.gather(cp, offsets, short), punctuation=True)
+    return ck.replace_rows(stripped[0], stripped[1], full_of_short[0], full_of_short[1], short)
 
 
 def choose_texts(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], take_a: np.ndarray):

@@ -17,6 +17,8 @@ snapshot that the run's first task recorded.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -44,12 +46,23 @@ log = logging.getLogger(__name__)
 
 LAYERS = ("url", "exact", "simhash", "minhash")
 TABLES = ("url_keys", "content_hashes", "simhashes", "minhash_signatures", "minhash_bands")
+# Order in which compaction moves each table's rows: its largest index's key.
+_COMPACT_ORDER = {
+    "url_keys": "url_key",
+    "content_hashes": "content_hi",
+    "simhashes": "band0, simhash",
+    "minhash_signatures": "seq",
+    "minhash_bands": "bucket",
+}
 
 # Planner settings for the lookup joins: a probe table of 1e5..2e6 keys against tables of 1e7..1e8
 # rows. JIT compilation would add seconds to each big join and buys nothing for index probes.
 _SESSION_SETTINGS = {"jit": "off"}
 
 CommitHook = Callable[[str, Any], None]
+# A lookup part: (cursor, part index) -> result rows; a runner executes a list of parts.
+Part = Callable[[Any, int], pa.Table]
+Runner = Callable[[list[Part]], list[pa.Table]]
 
 
 class PostgresRegistry(Registry):
@@ -62,6 +75,11 @@ class PostgresRegistry(Registry):
     every band-sharing candidate, exactly like MemoryRegistry; at 1e7 registered documents that is
     ~150 candidates per band per query, so the pipeline should pass its largest distance of interest.
     conflict_max_hamming / conflict_min_jaccard: the commit re-check's rules (defaults 3 and 0.8).
+    parallel_lookups: run the SimHash and MinHash lookups as two halves on two connections (two
+    server processes: the machine's second core). compact_threshold_docs: after a commit, move the
+    recent tier into the main tier once it holds this many documents (None: only `compact()` does).
+
+    Not thread-safe: one object per thread (or process).
     """
 
     def __init__(
@@ -78,6 +96,8 @@ class PostgresRegistry(Registry):
         num_perm: int = 128,
         auto_migrate: bool = False,
         work_mem: str = "256MB",
+        parallel_lookups: bool = True,
+        compact_threshold_docs: int | None = 1_000_000,
         connect_kwargs: dict[str, Any] | None = None,
     ) -> None:
         self.dsn = dsn
@@ -90,8 +110,10 @@ class PostgresRegistry(Registry):
         self.conflict_min_jaccard = conflict_min_jaccard
         self.num_perm = num_perm
         self.work_mem = work_mem
+        self.parallel_lookups = parallel_lookups
+        self.compact_threshold_docs = compact_threshold_docs
         self._connect_kwargs = dict(connect_kwargs or {})
-        self._conn: Any = None
+        self._conns: dict[str, Any] = {}
         self._lock_key = advisory_key(f"crawl-dedup:registry:{schema}")
         self._begun: set[str] = set()
         self._bloom: bloom_mod.PersistedBloom | None = None
@@ -106,8 +128,9 @@ class PostgresRegistry(Registry):
         check_version(conn, schema)
 
     # ---- connection ---------------------------------------------------------------------------
-    def _connection(self) -> Any:
-        if self._conn is None or self._conn.closed:
+    def _connection(self, which: str = "main") -> Any:
+        conn = self._conns.get(which)
+        if conn is None or conn.closed:
             conn = psycopg2.connect(self.dsn, application_name="crawl-dedup-registry", **self._connect_kwargs)
             conn.autocommit = True
             with conn.cursor() as cur:
@@ -116,24 +139,25 @@ class PostgresRegistry(Registry):
                 for name, value in _SESSION_SETTINGS.items():
                     cur.execute(sql.SQL("SET {} = %s").format(sql.Identifier(name)), (value,))
             conn.autocommit = False
-            self._conn = conn
-        return self._conn
+            self._conns[which] = conn
+        return conn
 
     @contextmanager
-    def _transaction(self, *, repeatable_read: bool = False) -> Iterator[Any]:
-        conn = self._connection()
+    def _transaction(self, *, repeatable_read: bool = False, which: str = "main") -> Iterator[Any]:
+        conn = self._connection(which)
         try:
             with conn.cursor() as cur:
                 if repeatable_read:
                     cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    _index_probes_only(cur)
                 yield cur
             conn.commit()
         except BaseException:
-            self._discard_transaction()
+            self._discard_transaction(which)
             raise
 
-    def _discard_transaction(self) -> None:
-        conn = self._conn
+    def _discard_transaction(self, which: str = "main") -> None:
+        conn = self._conns.get(which)
         if conn is None:
             return
         try:
@@ -145,7 +169,35 @@ class PostgresRegistry(Registry):
         # The connection is gone (server restart, terminated backend): the next call reconnects.
         with suppress(psycopg2.Error):
             conn.close()
-        self._conn = None
+        self._conns.pop(which, None)
+
+    def _lookup_runner(self) -> Runner:
+        """Runs lookup parts, each in its own REPEATABLE READ transaction; two at once on two connections."""
+
+        def run(parts: list[Part]) -> list[pa.Table]:
+            if len(parts) == 1 or not self.parallel_lookups:
+                with self._transaction(repeatable_read=True) as cur:
+                    return [part(cur, k) for k, part in enumerate(parts)]
+            results: list[Any] = [None] * len(parts)
+            errors: list[BaseException] = []
+
+            def work(k: int, which: str) -> None:
+                try:
+                    with self._transaction(repeatable_read=True, which=which) as cur:
+                        results[k] = parts[k](cur, k)
+                except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
+                    errors.append(exc)
+
+            # psycopg2 releases the GIL while the server works, so the halves run on two server processes.
+            helper = threading.Thread(target=work, args=(1, "aux"), name="registry-lookup")
+            helper.start()
+            work(0, "main")
+            helper.join()
+            if errors:
+                raise errors[0]
+            return results
+
+        return run
 
     @property
     def backend_pid(self) -> int:
@@ -157,9 +209,10 @@ class PostgresRegistry(Registry):
             if self._bloom is not None and self._bloom.dirty and self.bloom_path is not None:
                 self._bloom.save(self.bloom_path)
         finally:
-            if self._conn is not None and not self._conn.closed:
-                self._conn.close()
-            self._conn = None
+            for conn in self._conns.values():
+                if not conn.closed:
+                    conn.close()
+            self._conns = {}
 
     # ---- batch lifecycle ----------------------------------------------------------------------
     def begin(self, batch_id: str) -> None:
@@ -215,15 +268,17 @@ class PostgresRegistry(Registry):
         values = np.ascontiguousarray(simhash, dtype=np.uint64).ravel()
         distance = self.simhash_max_distance if max_distance is None else max_distance
         self._ensure_begun(batch_id)
-        with self._transaction(repeatable_read=True) as cur:
-            return self._simhash_matches(cur, values, "t.batch_id < %(batch)s", {"batch": batch_id}, distance)
+        return self._simhash_matches(
+            self._lookup_runner(), values, "t.batch_id < %(batch)s", {"batch": batch_id}, distance
+        )
 
     def minhash_candidates(self, batch_id: str, band_keys: np.ndarray) -> Matches:
         keys = np.ascontiguousarray(band_keys, dtype=np.uint64)
         keys = keys.reshape(len(keys), -1) if keys.ndim != 2 else keys
         self._ensure_begun(batch_id)
-        with self._transaction(repeatable_read=True) as cur:
-            return self._minhash_matches(cur, keys, "t.batch_id < %(batch)s", {"batch": batch_id})
+        return self._minhash_matches(
+            self._lookup_runner(), keys, "t.batch_id < %(batch)s", {"batch": batch_id}
+        )
 
     # The *_matches helpers answer for arbitrary row filters `where` on the registered rows (alias t):
     # "t.batch_id < batch" for lookups, "t.seq > snapshot AND t.batch_id <> batch" for the re-check.
@@ -231,7 +286,9 @@ class PostgresRegistry(Registry):
     def _url_matches(self, cur: Any, keys: np.ndarray, where: str, params: dict[str, Any]) -> Matches:
         uniq, inv = np.unique(keys, return_inverse=True)
         cur.execute("CREATE TEMP TABLE _probe_url (u int4 NOT NULL, k int8 NOT NULL) ON COMMIT DROP")
-        copy_in(cur, "_probe_url", ["u", "k"], [("int4", np.arange(len(uniq))), ("int8", u64_to_i64(uniq))])
+        signed = u64_to_i64(uniq)
+        order = np.argsort(signed, kind="stable")  # the index's order of the signed column
+        copy_in(cur, "_probe_url", ["u", "k"], [("int4", order), ("int8", signed[order])])
         cur.execute("ANALYZE _probe_url")
         res = copy_out_table(
             cur,
@@ -263,15 +320,13 @@ class PostgresRegistry(Registry):
         cur.execute(
             "CREATE TEMP TABLE _probe_content (u int4 NOT NULL, hi int8 NOT NULL, lo int8 NOT NULL) ON COMMIT DROP"
         )
+        hi, lo = u64_to_i64(uniq["hi"]), u64_to_i64(uniq["lo"])
+        order = np.argsort(hi, kind="stable")
         copy_in(
             cur,
             "_probe_content",
             ["u", "hi", "lo"],
-            [
-                ("int4", np.arange(len(uniq))),
-                ("int8", u64_to_i64(uniq["hi"])),
-                ("int8", u64_to_i64(uniq["lo"])),
-            ],
+            [("int4", order), ("int8", hi[order]), ("int8", lo[order])],
         )
         cur.execute("ANALYZE _probe_content")
         res = copy_out_table(
@@ -285,59 +340,66 @@ class PostgresRegistry(Registry):
         return Matches(query, text_column(res, "doc_id")[rows], text_column(res, "batch_id")[rows], {})
 
     def _simhash_matches(
-        self, cur: Any, values: np.ndarray, where: str, params: dict[str, Any], max_distance: int | None
+        self, run: Runner, values: np.ndarray, where: str, params: dict[str, Any], max_distance: int | None
     ) -> Matches:
         uniq, inv = np.unique(values, return_inverse=True)
-        cur.execute(
-            "CREATE TEMP TABLE _probe_sim (u int4 NOT NULL, s int8 NOT NULL, b0 int2 NOT NULL, b1 int2 NOT NULL,"
-            " b2 int2 NOT NULL, b3 int2 NOT NULL) ON COMMIT DROP"
-        )
         bands = [
             u16_to_i16(((uniq >> np.uint64(16 * i)) & np.uint64(0xFFFF)).astype(np.uint16)) for i in range(4)
         ]
-        copy_in(
-            cur,
-            "_probe_sim",
-            ["u", "s", "b0", "b1", "b2", "b3"],
-            [("int4", np.arange(len(uniq))), ("int8", u64_to_i64(uniq))] + [("int2", b) for b in bands],
-        )
-        cur.execute("ANALYZE _probe_sim")
-        if max_distance is None:
-            branches = [
-                f"SELECT p.u, t.seq, t.doc_id, t.batch_id, t.simhash FROM _probe_sim p"
-                f" JOIN simhashes t ON t.band{i} = p.b{i} WHERE {where}"
-                for i in range(4)
-            ]
-            query = " UNION ALL ".join(branches)
-        else:
-            # Phase 1 is an index-only scan of (band_i, simhash): the distance filter runs on index
-            # tuples, so the ~N/65536 rows per band value are never read from the heap. Phase 2 reads
-            # the survivors' rows through (band0, simhash), which every row with that simhash shares.
-            branches = [
-                f"SELECT p.u, t.simhash FROM _probe_sim p JOIN simhashes t ON t.band{i} = p.b{i}"
-                " WHERE bit_count(int8send(t.simhash # p.s)) <= %(maxd)s"
-                for i in range(4)
-            ]
-            query = (
-                "WITH c AS MATERIALIZED (SELECT DISTINCT u, simhash FROM ("
-                + " UNION ALL ".join(branches)
-                + ") x) SELECT c.u, t.seq, t.doc_id, t.batch_id, t.simhash FROM c JOIN simhashes t"
-                " ON t.band0 = (((c.simhash & 65535) # 32768) - 32768)::int2 AND t.simhash = c.simhash"
-                f" WHERE {where}"
+        signed = u64_to_i64(uniq)
+        schema = [
+            ("u", pa.int64()),
+            ("seq", pa.int64()),
+            ("doc_id", pa.string()),
+            ("batch_id", pa.string()),
+            ("simhash", pa.int64()),
+        ]
+
+        def part(cur: Any, k: int) -> pa.Table:
+            # Part k answers bands 2k and 2k+1 (two parts: the two halves of the work).
+            mine = (2 * k, 2 * k + 1)
+            probe = f"_probe_sim{k}"
+            cur.execute(
+                f"CREATE TEMP TABLE {probe} (u int4 NOT NULL, s int8 NOT NULL, b{mine[0]} int2 NOT NULL,"
+                f" b{mine[1]} int2 NOT NULL) ON COMMIT DROP"
             )
-            params = {**params, "maxd": int(max_distance)}
-        res = copy_out_table(
-            cur,
-            query,
-            params,
-            [
-                ("u", pa.int64()),
-                ("seq", pa.int64()),
-                ("doc_id", pa.string()),
-                ("batch_id", pa.string()),
-                ("simhash", pa.int64()),
-            ],
-        )
+            # Probes in the order of the first band's index: they walk it from left to right.
+            order = np.argsort(bands[mine[0]], kind="stable")
+            copy_in(
+                cur,
+                probe,
+                ["u", "s", f"b{mine[0]}", f"b{mine[1]}"],
+                [("int4", order), ("int8", signed[order])] + [("int2", bands[i][order]) for i in mine],
+            )
+            cur.execute(f"ANALYZE {probe}")
+            local = dict(params)
+            if max_distance is None:
+                query = " UNION ALL ".join(
+                    f"SELECT p.u, t.seq, t.doc_id, t.batch_id, t.simhash FROM {probe} p"
+                    f" JOIN simhashes t ON t.band{i} = p.b{i} WHERE {where}"
+                    for i in mine
+                )
+            else:
+                # Phase 1 is an index-only scan of (band_i, simhash): the distance filter runs on index
+                # tuples, so the ~N/65536 rows per band value are never read from the heap. Phase 2
+                # reads the survivors' rows through (band0, simhash), which every row with that
+                # simhash shares.
+                branches = [
+                    f"SELECT p.u, t.simhash FROM {probe} p JOIN simhashes t ON t.band{i} = p.b{i}"
+                    " WHERE bit_count(int8send(t.simhash # p.s)) <= %(maxd)s"
+                    for i in mine
+                ]
+                query = (
+                    "WITH c AS MATERIALIZED (SELECT DISTINCT u, simhash FROM ("
+                    + " UNION ALL ".join(branches)
+                    + ") x) SELECT c.u, t.seq, t.doc_id, t.batch_id, t.simhash FROM c JOIN simhashes t"
+                    " ON t.band0 = (((c.simhash & 65535) # 32768) - 32768)::int2 AND t.simhash = c.simhash"
+                    f" WHERE {where}"
+                )
+                local["maxd"] = int(max_distance)
+            return copy_out_table(cur, query, local, schema)
+
+        res = pa.concat_tables(run([part, part])) if len(uniq) else _empty_table(schema)
         # A candidate sharing several bands comes back once per band: one row per (unique query, row).
         u, seq = res.column("u").to_numpy(), res.column("seq").to_numpy()
         first = _first_of_pairs(u, seq)
@@ -351,7 +413,7 @@ class PostgresRegistry(Registry):
         )
 
     def _minhash_matches(
-        self, cur: Any, band_keys: np.ndarray, where: str, params: dict[str, Any]
+        self, run: Runner, band_keys: np.ndarray, where: str, params: dict[str, Any]
     ) -> Matches:
         n_bands = band_keys.shape[1]
         if len(band_keys) == 0 or n_bands == 0:
@@ -359,30 +421,49 @@ class PostgresRegistry(Registry):
         rows_view = np.ascontiguousarray(band_keys).view(np.dtype((np.void, 8 * n_bands))).ravel()
         _, first, inv = np.unique(rows_view, return_index=True, return_inverse=True)
         uniq = band_keys[first]
-        cur.execute(
-            "CREATE TEMP TABLE _probe_mh (u int4 NOT NULL, band int2 NOT NULL, bucket int8 NOT NULL) ON COMMIT DROP"
-        )
-        copy_in(
-            cur,
-            "_probe_mh",
-            ["u", "band", "bucket"],
-            [
-                ("int4", np.repeat(np.arange(len(uniq)), n_bands)),
-                ("int2", np.tile(np.arange(n_bands), len(uniq))),
-                ("int8", u64_to_i64(uniq.ravel())),
-            ],
-        )
-        cur.execute("ANALYZE _probe_mh")
-        res = copy_out_table(
-            cur,
-            "WITH c AS MATERIALIZED (SELECT DISTINCT p.u, b.seq FROM _probe_mh p"
-            " JOIN minhash_bands b ON b.bucket = p.bucket AND b.band = p.band)"
-            " SELECT c.u, t.doc_id, t.batch_id, encode(t.signature, 'hex') AS sig"
-            f" FROM c JOIN minhash_signatures t ON t.seq = c.seq WHERE {where}",
-            params,
-            [("u", pa.int64()), ("doc_id", pa.string()), ("batch_id", pa.string()), ("sig", pa.string())],
-        )
-        rows, query = _expand(res.column("u").to_numpy(), inv)
+        bucket = u64_to_i64(np.ascontiguousarray(uniq).ravel())
+        order = np.argsort(bucket, kind="stable")
+        u_col = np.repeat(np.arange(len(uniq)), n_bands)[order]
+        band_col = np.tile(np.arange(n_bands), len(uniq))[order]
+        bucket = bucket[order]
+        # Two parts: the lower and upper halves of the bucket range, each walking its half of the index.
+        halves = np.array_split(np.arange(len(bucket)), 2)
+        schema = [
+            ("u", pa.int64()),
+            ("seq", pa.int64()),
+            ("doc_id", pa.string()),
+            ("batch_id", pa.string()),
+            ("sig", pa.string()),
+        ]
+
+        def part(cur: Any, k: int) -> pa.Table:
+            probe = f"_probe_mh{k}"
+            rows = halves[k]
+            cur.execute(
+                f"CREATE TEMP TABLE {probe} (u int4 NOT NULL, band int2 NOT NULL, bucket int8 NOT NULL) ON COMMIT DROP"
+            )
+            copy_in(
+                cur,
+                probe,
+                ["u", "band", "bucket"],
+                [("int4", u_col[rows]), ("int2", band_col[rows]), ("int8", bucket[rows])],
+            )
+            cur.execute(f"ANALYZE {probe}")
+            return copy_out_table(
+                cur,
+                f"WITH c AS MATERIALIZED (SELECT DISTINCT p.u, b.seq FROM {probe} p"
+                " JOIN minhash_bands b ON b.bucket = p.bucket AND b.band = p.band)"
+                " SELECT c.u, t.seq, t.doc_id, t.batch_id, encode(t.signature, 'hex') AS sig"
+                f" FROM c JOIN minhash_signatures t ON t.seq = c.seq WHERE {where}",
+                params,
+                schema,
+            )
+
+        res = pa.concat_tables(run([part, part]))
+        u, seq = res.column("u").to_numpy(), res.column("seq").to_numpy()
+        keep = _first_of_pairs(u, seq)  # a document found through bands in both halves counts once
+        rows, query = _expand(u[keep], inv)
+        rows = keep[rows]
         sig = hex_to_bytes(res.column("sig"), 4 * self.num_perm if len(res) == 0 else None)
         sig = np.ascontiguousarray(sig).view("<u4").astype(np.uint32)
         return Matches(
@@ -469,6 +550,7 @@ class PostgresRegistry(Registry):
                     (batch_id, snapshot),
                 )
                 if cur.fetchone()[0]:
+                    _index_probes_only(cur)
                     conflicts = self._recheck(cur, batch_id, int(snapshot), kept, max_hamming, min_jaccard)
             hook("checked", cur)
 
@@ -489,6 +571,11 @@ class PostgresRegistry(Registry):
                 " seq_hi = EXCLUDED.seq_hi, registered = EXCLUDED.registered, committed_at = EXCLUDED.committed_at",
                 (batch_id, lo, hi, len(registered)),
             )
+        if self.compact_threshold_docs is not None:
+            try:
+                self.compact(min_docs=self.compact_threshold_docs)
+            except psycopg2.Error as exc:  # the commit stands; the next one tries again
+                log.warning("registry compaction after the commit of %s failed: %s", batch_id, exc)
         return CommitResult(registered=len(registered), conflicts=conflicts)
 
     def _delete_rows(self, cur: Any, batch_id: str, lo: int, hi: int) -> None:
@@ -609,7 +696,7 @@ class PostgresRegistry(Registry):
         idx = np.flatnonzero(np.asarray(kept.has_simhash, bool))
         if len(idx):
             values = np.asarray(kept.simhash, np.uint64)[idx]
-            m = self._simhash_matches(cur, values, where, params, max_hamming)
+            m = self._simhash_matches(_on_cursor(cur), values, where, params, max_hamming)
             q = idx[m.query]
             dist = np.bitwise_count(values[m.query] ^ m.payload["simhash"]).astype(np.float64)
             ok = dist <= max_hamming
@@ -618,7 +705,9 @@ class PostgresRegistry(Registry):
 
         idx = np.flatnonzero(np.asarray(kept.has_minhash, bool))
         if len(idx):
-            m = self._minhash_matches(cur, np.asarray(kept.minhash_bands, np.uint64)[idx], where, params)
+            m = self._minhash_matches(
+                _on_cursor(cur), np.asarray(kept.minhash_bands, np.uint64)[idx], where, params
+            )
             q = idx[m.query]
             jac = (
                 (np.asarray(kept.minhash, np.uint32)[q] == m.payload["minhash"]).mean(axis=1)
@@ -643,7 +732,7 @@ class PostgresRegistry(Registry):
         return Matches(query[first], doc[first], batch[first], {"layer": layer, "score": score[first]})
 
     # ---- maintenance --------------------------------------------------------------------------
-    def vacuum(self, analyze: bool = True) -> None:
+    def vacuum(self, analyze: bool = True, tables: list[str] | None = None) -> None:
         """VACUUM (ANALYZE) the fingerprint tables: sets visibility-map bits for index-only scans.
 
         Autovacuum does this on a default server (see the storage parameters in the migration); call
@@ -654,25 +743,29 @@ class PostgresRegistry(Registry):
         conn.autocommit = True
         try:
             with conn.cursor() as cur:
-                for table in TABLES:
+                for table in tables or TABLES:
                     cur.execute(f"VACUUM {'(ANALYZE) ' if analyze else ''}{table}")
         finally:
             if not conn.closed:
                 conn.autocommit = False
 
     def table_stats(self) -> dict[str, dict[str, float]]:
-        """Rows, bytes (pg_total_relation_size: heap + indexes + TOAST) and bytes per registered document."""
+        """Rows, bytes (heap + indexes + TOAST of both tiers) and bytes per registered document, per table."""
         out: dict[str, dict[str, float]] = {}
         with self._transaction() as cur:
             cur.execute("SELECT count(*) FROM content_hashes")
             docs = int(cur.fetchone()[0])
             for table in TABLES:
                 cur.execute(
-                    f"SELECT count(*), pg_total_relation_size('{table}'), pg_relation_size('{table}') FROM {table}"
+                    f"SELECT (SELECT count(*) FROM {table}), (SELECT count(*) FROM {table}_recent),"
+                    " sum(pg_total_relation_size(relid))::bigint, sum(pg_relation_size(relid))::bigint"
+                    " FROM pg_partition_tree(%s::regclass)",
+                    (table,),
                 )
-                rows, total, heap = cur.fetchone()
+                rows, recent, total, heap = cur.fetchone()
                 out[table] = {
                     "rows": int(rows),
+                    "recent_rows": int(recent),
                     "bytes": int(total),
                     "heap_bytes": int(heap),
                     "bytes_per_row": total / rows if rows else 0.0,
@@ -685,8 +778,57 @@ class PostgresRegistry(Registry):
         }
         return out
 
+    def recent_docs(self) -> int:
+        """Documents in the recent tier (registered since the last compaction)."""
+        with self._transaction() as cur:
+            cur.execute("SELECT count(*) FROM content_hashes_recent")
+            return int(cur.fetchone()[0])
+
+    def compact(self, min_docs: int = 0) -> dict[str, Any]:
+        """Move the recent tier into the main tier, in index-key order; returns rows moved and seconds.
+
+        Holds the registry lock (commits wait; lookups do not: rows are moved with INSERT + DELETE, so a
+        lookup's snapshot sees them in exactly one tier). Then VACUUMs both tiers, which sets the
+        visibility-map bits the SimHash index-only scans rely on. Does nothing below `min_docs`.
+        """
+        started = time.perf_counter()
+        moved: dict[str, int] = {}
+        with self._transaction() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+            cur.execute("SELECT count(*) FROM content_hashes_recent")
+            if int(cur.fetchone()[0]) < max(min_docs, 1):
+                return {"moved": {}, "seconds": time.perf_counter() - started}
+            for table, order in _COMPACT_ORDER.items():
+                cur.execute(
+                    "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute"
+                    " WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped AND attname <> 'tier'",
+                    (table,),
+                )
+                cols = cur.fetchone()[0]
+                # Key order: the main tier's B-tree takes the rows leaf by leaf instead of at random.
+                cur.execute(
+                    f"INSERT INTO {table}_main ({cols}, tier) SELECT {cols}, 0 FROM {table}_recent ORDER BY {order}"
+                )
+                moved[table] = cur.rowcount
+                cur.execute(f"DELETE FROM {table}_recent")
+        self.vacuum(tables=[f"{t}_{tier}" for t in TABLES for tier in ("recent", "main")])
+        seconds = time.perf_counter() - started
+        log.info("registry compacted: %s rows moved to the main tier in %.1f s", moved, seconds)
+        return {"moved": moved, "seconds": seconds}
+
 
 # ---- helpers --------------------------------------------------------------------------------------
+def _index_probes_only(cur: Any) -> None:
+    """Make the lookup joins index nested loops for the rest of the transaction.
+
+    A probe table of 1e5..2e6 keys against 1e7..1e8 registered rows is always best answered by index
+    probes, but at small sizes, or with a stale estimate of the probe table, the planner picks a hash
+    join that reads a whole fingerprint table (minutes at 1e8 rows). The probe tables are COPYed in
+    key order, so the probes walk each index from left to right.
+    """
+    cur.execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
+
+
 def _expand(u_rows: np.ndarray, inv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Fan result rows keyed by unique-query index out to every query with that key.
 
@@ -704,6 +846,15 @@ def _expand(u_rows: np.ndarray, inv: np.ndarray) -> tuple[np.ndarray, np.ndarray
     offsets = np.arange(int(c.sum()), dtype=np.int64) - np.repeat(np.cumsum(c) - c, c)
     query = order[np.repeat(starts[u_rows], c) + offsets]
     return rows, query.astype(np.int64)
+
+
+def _on_cursor(cur: Any) -> Runner:
+    """Runs lookup parts one after the other on one cursor (inside the commit's transaction)."""
+    return lambda parts: [part(cur, k) for k, part in enumerate(parts)]
+
+
+def _empty_table(schema: list[tuple[str, pa.DataType]]) -> pa.Table:
+    return pa.table({name: pa.array([], type=typ) for name, typ in schema})
 
 
 def _first_of_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:

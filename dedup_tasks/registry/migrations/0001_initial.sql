@@ -16,6 +16,13 @@
 -- `seq > snapshot` selects what was registered after a batch began, and a batch's rows occupy the
 -- seq range recorded in registry_batches (what a rerun deletes, through the BRIN indexes).
 --
+-- Tiers. Every fingerprint table is LIST-partitioned on `tier` into `<table>_main` (tier 0) and
+-- `<table>_recent` (tier 1). Fingerprint keys are random hashes, so a commit of 1e5 documents into one
+-- big B-tree touches nearly every leaf page of it (and, after each checkpoint, writes each of those
+-- pages to the WAL once): at 1e7 documents that made a commit take minutes. Commits insert into the
+-- small `_recent` partitions only; `PostgresRegistry.compact()` moves `_recent` into `_main` in key
+-- order when it has grown past a threshold. Queries name the parent table and read both tiers.
+--
 -- batch_id and doc_id use the "C" collation so that `batch_id < $1` orders exactly as Python's str
 -- comparison does (the batch-ordering rule), whatever the database's default collation.
 
@@ -49,9 +56,12 @@ CREATE TABLE url_keys (
     content_hi     bigint NOT NULL,
     content_lo     bigint NOT NULL,
     registered_at  timestamptz NOT NULL DEFAULT now(),
+    tier           smallint NOT NULL DEFAULT 1,
     batch_id       text COLLATE "C" NOT NULL,
     doc_id         text COLLATE "C" NOT NULL
-);
+) PARTITION BY LIST (tier);
+CREATE TABLE url_keys_main PARTITION OF url_keys FOR VALUES IN (0);
+CREATE TABLE url_keys_recent PARTITION OF url_keys FOR VALUES IN (1);
 CREATE INDEX url_keys_key ON url_keys (url_key);
 CREATE INDEX url_keys_seq ON url_keys USING brin (seq) WITH (autosummarize = on);
 
@@ -63,9 +73,12 @@ CREATE TABLE content_hashes (
     content_hi     bigint NOT NULL,
     content_lo     bigint NOT NULL,
     registered_at  timestamptz NOT NULL DEFAULT now(),
+    tier           smallint NOT NULL DEFAULT 1,
     batch_id       text COLLATE "C" NOT NULL,
     doc_id         text COLLATE "C" NOT NULL
-);
+) PARTITION BY LIST (tier);
+CREATE TABLE content_hashes_main PARTITION OF content_hashes FOR VALUES IN (0);
+CREATE TABLE content_hashes_recent PARTITION OF content_hashes FOR VALUES IN (1);
 CREATE INDEX content_hashes_hi ON content_hashes (content_hi);
 CREATE INDEX content_hashes_seq ON content_hashes USING brin (seq) WITH (autosummarize = on);
 
@@ -80,9 +93,12 @@ CREATE TABLE simhashes (
     band1          smallint NOT NULL,
     band2          smallint NOT NULL,
     band3          smallint NOT NULL,
+    tier           smallint NOT NULL DEFAULT 1,
     batch_id       text COLLATE "C" NOT NULL,
     doc_id         text COLLATE "C" NOT NULL
-);
+) PARTITION BY LIST (tier);
+CREATE TABLE simhashes_main PARTITION OF simhashes FOR VALUES IN (0);
+CREATE TABLE simhashes_recent PARTITION OF simhashes FOR VALUES IN (1);
 CREATE INDEX simhashes_band0 ON simhashes (band0, simhash);
 CREATE INDEX simhashes_band1 ON simhashes (band1, simhash);
 CREATE INDEX simhashes_band2 ON simhashes (band2, simhash);
@@ -91,32 +107,41 @@ CREATE INDEX simhashes_seq ON simhashes USING brin (seq) WITH (autosummarize = o
 
 -- L3: MinHash signatures (num_perm uint32 values, little-endian, as bytea) ...
 CREATE TABLE minhash_signatures (
-    seq            bigint PRIMARY KEY DEFAULT nextval('registry_seq'),
+    seq            bigint NOT NULL DEFAULT nextval('registry_seq'),
     registered_at  timestamptz NOT NULL DEFAULT now(),
+    tier           smallint NOT NULL DEFAULT 1,
     batch_id       text COLLATE "C" NOT NULL,
     doc_id         text COLLATE "C" NOT NULL,
-    signature      bytea NOT NULL
-);
+    signature      bytea NOT NULL,
+    PRIMARY KEY (seq, tier)
+) PARTITION BY LIST (tier);
+CREATE TABLE minhash_signatures_main PARTITION OF minhash_signatures FOR VALUES IN (0);
+CREATE TABLE minhash_signatures_recent PARTITION OF minhash_signatures FOR VALUES IN (1);
 -- Signatures are random bytes: compression would only cost CPU.
-ALTER TABLE minhash_signatures ALTER COLUMN signature SET STORAGE EXTERNAL;
+ALTER TABLE minhash_signatures_main ALTER COLUMN signature SET STORAGE EXTERNAL;
+ALTER TABLE minhash_signatures_recent ALTER COLUMN signature SET STORAGE EXTERNAL;
 
 -- ... and their LSH band buckets, one row per (document, band). `seq` is the signature row's seq;
 -- doc_id/batch_id live only there, which keeps these rows (bands x documents of them) narrow.
 CREATE TABLE minhash_bands (
     bucket  bigint NOT NULL,
     seq     bigint NOT NULL,
-    band    smallint NOT NULL
-);
+    band    smallint NOT NULL,
+    tier    smallint NOT NULL DEFAULT 1
+) PARTITION BY LIST (tier);
+CREATE TABLE minhash_bands_main PARTITION OF minhash_bands FOR VALUES IN (0);
+CREATE TABLE minhash_bands_recent PARTITION OF minhash_bands FOR VALUES IN (1);
 -- Bucket keys already hash the band index in (fingerprint.minhash.band_keys), so the bucket alone is
 -- selective; the band is compared on the (rare) matching rows, keeping the index narrower.
 CREATE INDEX minhash_bands_bucket ON minhash_bands (bucket);
 CREATE INDEX minhash_bands_seq ON minhash_bands USING brin (seq) WITH (autosummarize = on);
 
--- Hourly batches append ~1e5 rows to tables of 1e7..1e8: the default insert threshold (20% of the
--- table) would leave most recent pages without visibility-map bits for days, which turns the SimHash
--- index-only scans into heap reads. Vacuum after every ~100k inserts instead.
-ALTER TABLE url_keys SET (autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 100000);
-ALTER TABLE content_hashes SET (autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 100000);
-ALTER TABLE simhashes SET (autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 100000);
-ALTER TABLE minhash_signatures SET (autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 100000);
-ALTER TABLE minhash_bands SET (autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 2000000);
+-- Hourly batches add ~1e5 rows: the default insert threshold of autovacuum (20% of a table) would
+-- leave recent pages without visibility-map bits for a long time, which turns the SimHash index-only
+-- scans into heap reads. Vacuum the recent tier after every ~100k inserts instead; the main tier
+-- only changes at compaction, which vacuums it.
+ALTER TABLE url_keys_recent SET (autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 100000);
+ALTER TABLE content_hashes_recent SET (autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 100000);
+ALTER TABLE simhashes_recent SET (autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 100000);
+ALTER TABLE minhash_signatures_recent SET (autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 100000);
+ALTER TABLE minhash_bands_recent SET (autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 2000000);
