@@ -28,7 +28,9 @@ from dedup_tasks.normalize.text import (
     collapse_codepoints,
     detect_lang,
     nfkc_lower,
-    strip_boilerplate,
+    site_codes_of,
+    strip_lines,
+    template_lines,
 )
 from dedup_tasks.normalize.url import url_keys
 from dedup_tasks.registry.base import Fingerprints, Registry
@@ -102,28 +104,58 @@ def prepare(table: pa.Table, config: DedupConfig, source: str = "batch") -> pa.T
     batch = set_column(batch, "_url_reason", pa.array(keys.reason, pa.string()))
     site = np.where(keys.valid, keys.host, "").astype(object)
 
-    title_cp, title_off = codepoints(nfkc_lower(batch.column("title")))
-    content_cp, content_off = codepoints(nfkc_lower(batch.column("content")))
-    title_ws = collapse_codepoints(title_cp, title_off, punctuation=False)
-    content_ws = collapse_codepoints(content_cp, content_off, punctuation=False)
-    hashes = content_hashes(*title_ws, *content_ws)
+    site_codes = site_codes_of(site)
+
+    # Pass 1, chunk by chunk: content hashes and the lines each document has. Chunks bound the
+    # memory of the code point arrays (4 bytes a character) whatever the batch size.
+    hashes = np.empty((n, 2), np.uint64)
+    line_docs, line_hashes = [], []
+    for start, end in _chunks(n):
+        rows = batch.slice(start, end - start)
+        title_cp, title_off = codepoints(nfkc_lower(rows.column("title")))
+        content_cp, content_off = codepoints(nfkc_lower(rows.column("content")))
+        hashes[start:end] = content_hashes(
+            *collapse_codepoints(title_cp, title_off, punctuation=False),
+            *collapse_codepoints(content_cp, content_off, punctuation=False),
+        )
+        doc, line_hash, _, _ = ck.token_lines(content_cp, content_off, ck.CLASSES)
+        line_docs.append(doc + start)
+        line_hashes.append(line_hash)
     batch = set_column(batch, "_ch_hi", pa.array(hashes[:, 0], pa.uint64()))
     batch = set_column(batch, "_ch_lo", pa.array(hashes[:, 1], pa.uint64()))
+    line_doc = np.concatenate(line_docs) if line_docs else np.empty(0, np.int64)
+    templates = template_lines(line_doc, np.concatenate(line_hashes) if line_hashes else np.empty(0, np.uint64), site_codes[line_doc])
 
-    # Near-duplicate layers read the title and the content without site boilerplate.
-    content_cp, content_off = strip_boilerplate(content_cp, content_off, site)
-    title_tok = collapse_codepoints(title_cp, title_off, punctuation=True)
-    empty = (np.diff(content_off) == 0) & (np.diff(title_tok[1]) == 0)
-    near_cp, near_off = ck.join_pairs(title_tok[0], title_tok[1], content_cp, content_off)
-    batch = set_column(batch, "_empty", pa.array(empty))
-    too_long = np.diff(near_off) > MAX_NEAR_CHARS
-    if too_long.any():
-        near_cp, near_off = ck.truncate(near_cp, near_off, MAX_NEAR_CHARS)
-        batch = add_reason(batch, too_long, LONG_REASON.format(MAX_NEAR_CHARS))
-    batch = set_column(batch, "_near_text", strings_from_codepoints(near_cp, near_off))
+    # Pass 2: the near-duplicate view, title and content without template lines.
+    near_parts, lang_parts = [], []
+    empty = np.zeros(n, bool)
+    too_long = np.zeros(n, bool)
     given = batch.column("lang") if "lang" in batch.column_names else None
-    batch = set_column(batch, "_lang", pa.array(detect_lang(near_cp, near_off, given), pa.string()))
+    for start, end in _chunks(n):
+        rows = batch.slice(start, end - start)
+        title_tok = collapse_codepoints(*codepoints(nfkc_lower(rows.column("title"))), punctuation=True)
+        content_tok = strip_lines(*codepoints(nfkc_lower(rows.column("content"))), templates)
+        empty[start:end] = (np.diff(content_tok[1]) == 0) & (np.diff(title_tok[1]) == 0)
+        near_cp, near_off = ck.join_pairs(title_tok[0], title_tok[1], content_tok[0], content_tok[1])
+        too_long[start:end] = np.diff(near_off) > MAX_NEAR_CHARS
+        if too_long[start:end].any():
+            near_cp, near_off = ck.truncate(near_cp, near_off, MAX_NEAR_CHARS)
+        near_parts.append(strings_from_codepoints(near_cp, near_off))
+        lang_parts.append(detect_lang(near_cp, near_off, given.slice(start, end - start) if given is not None else None))
+    batch = set_column(batch, "_empty", pa.array(empty))
+    batch = set_column(batch, "_near_text", pa.chunked_array(near_parts, pa.string()) if near_parts else pa.array([], pa.string()))
+    batch = set_column(batch, "_lang", pa.array(np.concatenate(lang_parts) if lang_parts else np.empty(0, object), pa.string()))
+    if too_long.any():
+        batch = add_reason(batch, too_long, LONG_REASON.format(MAX_NEAR_CHARS))
     return add_reason(batch, repaired, REPAIRED_REASON)
+
+
+PREPARE_CHUNK_DOCS = 20_000
+
+
+def _chunks(n: int, size: int = PREPARE_CHUNK_DOCS):
+    for start in range(0, n, size):
+        yield start, min(n, start + size)
 
 
 def strings_or_none(batch: pa.Table, name: str) -> list[str | None]:

@@ -40,12 +40,13 @@ def minhash_rows(
         hashes = kernels.shingle_hashes(cp, offsets, modes, en_words, zh_chars, out_offsets)
         sig[start:end] = hasher.signatures(hashes, out_offsets)
         counts[start:end] = per_doc
-        set_parts.append(hashes)
+        # The exact check reads the 32 bits the signature is taken over: half the memory of the hashes.
+        set_parts.append((hashes >> np.uint64(32)).astype(np.uint32))
         set_counts.append(per_doc)
     sizes = np.concatenate(set_counts) if set_counts else np.zeros(0, np.int64)
     set_offsets = np.zeros(batch.num_rows + 1, np.int64)
     np.cumsum(sizes, out=set_offsets[1:])
-    all_sets = np.concatenate(set_parts) if set_parts else np.empty(0, np.uint64)
+    all_sets = np.concatenate(set_parts) if set_parts else np.empty(0, np.uint32)
     return sig, counts, (all_sets, set_offsets)
 
 

@@ -67,34 +67,39 @@ def token_text(values: pa.Array) -> pa.StringArray:
     return _strings(*collapse_codepoints(*_codepoints(nfkc_lower(values)), punctuation=True))
 
 
-def strip_boilerplate(
-    cp: np.ndarray,
-    offsets: np.ndarray,
-    site: np.ndarray,
-    min_docs: int = BOILERPLATE_MIN_DOCS,
-    min_residual: int = BOILERPLATE_MIN_RESIDUAL,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Token text of each document without lines found in >= ``min_docs`` documents of its site.
+def template_lines(
+    line_doc: np.ndarray, line_hash: np.ndarray, site_code: np.ndarray, min_docs: int = BOILERPLATE_MIN_DOCS
+) -> np.ndarray:
+    """Sorted hashes of lines found in >= ``min_docs`` documents of one site (from ``ck.token_lines``).
 
-    ``cp``/``offsets`` are the folded (NFKC, lower-case) texts with line breaks intact; ``site`` is a
-    per-row site key. A document whose residual would be shorter than ``min_residual`` characters
-    keeps its full text: it is then mostly template (or one of many copies on its own site), and its
-    full text is the honest fingerprint.
+    ``line_doc`` numbers documents batch-wide and ``site_code`` is each line's site. The set is
+    applied to every site afterwards: a mirror that copies a page with its source site's header and
+    footer must fingerprint like the source.
     """
-    n = len(offsets) - 1
-    doc, line_hash, starts, ends = ck.token_lines(cp, offsets, ck.CLASSES) if n else (np.empty(0, np.int64),) * 4
-    if len(doc) == 0:
+    if len(line_hash) == 0:
+        return np.empty(0, np.uint64)
+    key = line_hash ^ (site_code.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    # A line repeated inside one document counts once.
+    pairs = np.unique(np.stack([key, line_doc.astype(np.uint64)], axis=1).view(np.dtype((np.void, 16))).ravel(), return_index=True)[1]
+    uniq_keys, docs_per_key = np.unique(key[pairs], return_counts=True)
+    frequent = docs_per_key[np.searchsorted(uniq_keys, key)] >= min_docs
+    return np.unique(line_hash[frequent])
+
+
+def strip_lines(
+    cp: np.ndarray, offsets: np.ndarray, templates: np.ndarray, min_residual: int = BOILERPLATE_MIN_RESIDUAL
+) -> tuple[np.ndarray, np.ndarray]:
+    """Token text of each document without its template lines (see ``template_lines``).
+
+    ``cp``/``offsets`` are folded texts (NFKC, lower case) with line breaks intact. A document whose
+    residual would be shorter than ``min_residual`` characters keeps its full text: it is then
+    mostly template (or one of many copies on its own site), and its full text is the honest
+    fingerprint.
+    """
+    if len(templates) == 0 or len(offsets) < 2:
         return collapse_codepoints(cp, offsets, punctuation=True)
-    site_codes = pc.dictionary_encode(pa.array(site.astype(object), pa.string())).indices.to_numpy(zero_copy_only=False)
-    # (site, line) key; a line repeated inside one document counts once.
-    key = line_hash ^ (site_codes[doc].astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
-    pair = np.unique(np.stack([key, doc.astype(np.uint64)], axis=1).view(np.dtype((np.void, 16))).ravel(), return_index=True)[1]
-    uniq_keys, docs_per_key = np.unique(key[pair], return_counts=True)
-    site_template = docs_per_key[np.searchsorted(uniq_keys, key)] >= min_docs
-    # A template line is stripped wherever it appears: a mirror that copies a page with its
-    # source site's header and footer must fingerprint like the source.
-    template_lines = np.unique(line_hash[site_template])
-    boiler = np.isin(line_hash, template_lines)
+    doc, line_hash, starts, ends = ck.token_lines(cp, offsets, ck.CLASSES)
+    boiler = np.isin(line_hash, templates, assume_unique=False)
     if not boiler.any():
         return collapse_codepoints(cp, offsets, punctuation=True)
     stripped = collapse_codepoints(*ck.remove_spans(cp, offsets, starts[boiler], ends[boiler], doc[boiler]), punctuation=True)
@@ -104,6 +109,24 @@ def strip_boilerplate(
     # Only the few documents that are mostly template need their full text as well.
     full_of_short = collapse_codepoints(*ck.gather(cp, offsets, short), punctuation=True)
     return ck.replace_rows(stripped[0], stripped[1], full_of_short[0], full_of_short[1], short)
+
+
+def strip_boilerplate(
+    cp: np.ndarray,
+    offsets: np.ndarray,
+    site: np.ndarray,
+    min_docs: int = BOILERPLATE_MIN_DOCS,
+    min_residual: int = BOILERPLATE_MIN_RESIDUAL,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``template_lines`` + ``strip_lines`` over one in-memory set of documents."""
+    doc, line_hash, _, _ = ck.token_lines(cp, offsets, ck.CLASSES)
+    site_codes = site_codes_of(site)
+    templates = template_lines(doc, line_hash, site_codes[doc], min_docs)
+    return strip_lines(cp, offsets, templates, min_residual)
+
+
+def site_codes_of(site: np.ndarray) -> np.ndarray:
+    return pc.dictionary_encode(pa.array(site.astype(object), pa.string())).indices.to_numpy(zero_copy_only=False)
 
 
 def choose_texts(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], take_a: np.ndarray):
