@@ -233,6 +233,15 @@ def commit(survivors: pa.Table, ctx: LayerContext) -> tuple[pa.Table, pa.Table]:
     return survivors.filter(pa.array(keep)), drops
 
 
+def layer_view(prepared: pa.Table) -> pa.Table:
+    """What the layers read and carry: doc_id and the private columns, not the input texts.
+
+    Each layer copies its survivors; leaving title/content behind keeps those copies small. The
+    kept rows' input columns are taken from the prepared table by ``_row`` at the end.
+    """
+    return prepared.select(["doc_id", *[c for c in prepared.column_names if c.startswith(PRIVATE_PREFIX)]])
+
+
 def assemble(prepared: pa.Table, kept: pa.Table, drops: list[pa.Table], ctx: LayerContext) -> tuple[pa.Table, pa.Table]:
     """Kept rows (input columns only) and one decision per input row in batch order; checks the invariant."""
     keep_decisions = decision_rows(kept, ctx, "keep", None)
@@ -244,8 +253,9 @@ def assemble(prepared: pa.Table, kept: pa.Table, drops: list[pa.Table], ctx: Lay
     if len(np.unique(position.to_numpy(zero_copy_only=False))) != prepared.num_rows:
         raise InvariantError(f"batch {ctx.batch_id}: a row has more than one decision")
     decisions = decisions.append_column("_pos", position).sort_by("_pos").drop_columns(["_pos"])
-    public = [c for c in kept.column_names if not c.startswith(PRIVATE_PREFIX)]
-    return kept.select(public), decisions
+    public = [c for c in prepared.column_names if not c.startswith(PRIVATE_PREFIX)]
+    kept_rows = prepared.select(public).take(kept.column("_row"))
+    return kept_rows, decisions
 
 
 def run_batch(
@@ -266,18 +276,22 @@ def run_batch(
     prep_stats = LayerStats("prepare", table.num_rows, 0, time.perf_counter() - t0)
     if on_layer:
         on_layer(prep_stats)
-    survivors, drops, stats = run_layers(prepared, ctx, on_layer)
+    del table
+    view = layer_view(prepared)
+    inputs = prepared.select([c for c in prepared.column_names if not c.startswith(PRIVATE_PREFIX)])
+    del prepared  # from here on the input columns and the layers' view are all that is held
+    survivors, drops, stats = run_layers(view, ctx, on_layer)
     t0 = time.perf_counter()
     survivors, conflict_drops = commit(survivors, ctx)
     commit_stats = LayerStats("commit", survivors.num_rows + conflict_drops.num_rows, conflict_drops.num_rows, time.perf_counter() - t0)
     if on_layer:
         on_layer(commit_stats)
-    kept, decisions = assemble(prepared, survivors, [*drops, conflict_drops], ctx)
+    kept, decisions = assemble(inputs, survivors, [*drops, conflict_drops], ctx)
     summary = BatchSummary(
         batch_id=batch_id,
-        rows_in=prepared.num_rows,
+        rows_in=inputs.num_rows,
         kept=kept.num_rows,
-        dropped=prepared.num_rows - kept.num_rows,
+        dropped=inputs.num_rows - kept.num_rows,
         layers=[prep_stats, *stats, commit_stats],
         config_hash=config.config_hash,
         seconds=time.perf_counter() - started,

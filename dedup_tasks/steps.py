@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from dedup_tasks.config import ALL_LAYERS, DedupConfig
 from dedup_tasks.io import BatchPaths, read_input, write_json, write_parquet_dir
 from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
-from dedup_tasks.pipeline import BatchResult, BatchSummary, assemble, commit, prepare, publish
+from dedup_tasks.pipeline import BatchResult, BatchSummary, assemble, commit, layer_view, prepare, publish
 from dedup_tasks.registry.base import Registry
 
 STEPS: tuple[str, ...] = ("validate", *ALL_LAYERS, "commit", "publish")
@@ -74,6 +74,8 @@ def validate(paths: BatchPaths, config: DedupConfig, registry: Registry) -> dict
 def run_layer(name: str, paths: BatchPaths, config: DedupConfig, registry: Registry) -> dict:
     """One layer over the previous layer's survivors; a switched-off layer passes them through."""
     batch = _read(paths, _previous_survivors(paths, name))
+    if name == ALL_LAYERS[0]:
+        batch = layer_view(batch)
     ctx = LayerContext(paths.batch_id, config, registry)
     if config.layer_enabled(name):
         out = LAYER_CLASSES[name](config).run(batch, ctx)

@@ -74,20 +74,32 @@ def zh_articles() -> list[dict]:
     return corpus_articles("zh_sogou_smarty.jsonl", 120)
 
 
+def server_readable_tmpdir(prefix: str) -> Path:
+    """A temporary directory the embedded server's unprivileged user can enter (mkdtemp makes 0700)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o755)
+    return path
+
+
 @pytest.fixture(scope="session")
-def pg_dsn(tmp_path_factory) -> str:
+def pg_dsn():
     """A real PostgreSQL: DEDUP_TEST_DB_URL when set (CI), else an embedded server for the session."""
     dsn = os.environ.get("DEDUP_TEST_DB_URL")
     if dsn:
         yield dsn
         return
+    import shutil
+
     from dedup_tasks.registry.embedded import EmbeddedPostgres
 
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("embedded-pg"))
+    base = server_readable_tmpdir("dedup-test-pg-")
+    # fsync off: a throwaway test cluster need not survive a power cut.
+    server = EmbeddedPostgres(base / "pg", init_fsync=False, settings={"fsync": "off", "shared_buffers": "128MB"})
     try:
-        yield server.start()
+        with server:
+            yield server.dsn
     finally:
-        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture
