@@ -167,9 +167,9 @@ def throughput_child(docs: int, seed: int) -> dict:
     _warm_up()
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.perf_counter()
-    table, _ = read_input(BatchPaths(root, batch_id).input)
+    tables = [read_input(BatchPaths(root, batch_id).input)[0]]
     read_s = time.perf_counter() - started
-    result = run_batch(table, batch_id, DedupConfig(layers=CASCADE_LAYERS), MemoryRegistry())
+    result = run_batch(tables.pop(), batch_id, DedupConfig(layers=CASCADE_LAYERS), MemoryRegistry())
     out = WORK / f"out-{docs}"
     t0 = time.perf_counter()
     publish(BatchPaths(out, batch_id), result)

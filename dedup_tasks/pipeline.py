@@ -309,9 +309,8 @@ def run_partition(
     on_layer: Callable[[LayerStats], None] | None = None,
 ) -> BatchSummary:
     """Read a partition, run the batch, and publish deduped/, decisions/ and runs/.../summary.json."""
-    table, files = read_input(paths.input)
-    source = str(paths.input)
-    result = run_batch(table, paths.batch_id, config, registry, source=source, on_layer=on_layer)
+    # No local reference to the input table: run_batch frees it once prepared.
+    result = run_batch(read_input(paths.input)[0], paths.batch_id, config, registry, str(paths.input), on_layer)
     publish(paths, result)
     return result.summary
 
