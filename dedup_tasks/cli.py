@@ -1,4 +1,4 @@
-"""Command line: ``python -m dedup_tasks run|show|db ...``."""
+"""Command line: ``python -m dedup_tasks run|show|db|audit ...``."""
 
 from __future__ import annotations
 
@@ -46,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print the per-layer table and output paths of published batches")
     show.add_argument("--root", type=Path, help="data root (default DEDUP_ROOT or ./data)")
     show.add_argument("--batch", action="append", default=[], help="batch id (repeatable; default: all)")
+
+    from dedup_tasks.audit.cli import add_audit_parser
+
+    add_audit_parser(sub)
     return parser
 
 
@@ -152,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
             from dedup_tasks.registry.cli import db_main
 
             return db_main(args.db_args)
+        if args.command == "audit":
+            from dedup_tasks.audit.cli import cmd_audit
+
+            return cmd_audit(args)
     except (ConfigError, ContractError, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

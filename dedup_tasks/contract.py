@@ -28,6 +28,12 @@ DECISIONS_SCHEMA = pa.schema(
         ("threshold", pa.float64()),
         ("reason", pa.string()),
         ("config_hash", pa.string()),
+        # Kept rows only: the best candidate that fell short of a near-duplicate threshold (what the
+        # audit samples as near misses and the what-if replays); null on drops and clear keeps.
+        ("suspect_layer", pa.string()),
+        ("suspect_doc_id", pa.string()),
+        ("suspect_batch_id", pa.string()),
+        ("suspect_score", pa.float64()),
     ]
 )
 

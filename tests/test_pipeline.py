@@ -157,3 +157,19 @@ def test_extra_columns_pass_through(planted):
     table = make_batch(planted).append_column("site_rank", pa.array(range(len(planted))))
     result = run_batch(table, "2026-12-01T00", CONFIG, MemoryRegistry())
     assert "site_rank" in result.kept.column_names
+
+
+def test_kept_near_misses_name_their_best_candidate(en_articles):
+    art = next(a for a in en_articles if len(a["text"].split()) >= 200)
+    words = art["text"].split()
+    # Every 15th word changed: Jaccard of word 3-grams about 0.68, below 0.8 but a near miss.
+    edited = " ".join(w if i % 15 else "changed" for i, w in enumerate(words))
+    rows = [
+        {"doc_id": "orig", "url": "https://a.com/1", "title": art["title"], "content": art["text"]},
+        {"doc_id": "edit", "url": "https://b.com/1", "title": art["title"], "content": edited},
+    ]
+    d = decisions_by_id(run_batch(make_batch(rows), "2026-12-01T00", CONFIG, MemoryRegistry()))
+    assert d["edit"]["action"] == "keep"
+    assert d["edit"]["suspect_doc_id"] == "orig" and d["edit"]["suspect_batch_id"] == "2026-12-01T00"
+    assert d["edit"]["suspect_layer"] in ("minhash", "simhash")
+    assert d["orig"]["suspect_doc_id"] is None

@@ -126,9 +126,36 @@ def decision_rows(
             "threshold": pa.array([threshold] * n, pa.float64()),
             "reason": reason,
             "config_hash": pa.array([ctx.config.config_hash] * n, pa.string()),
+            **suspect_columns(rows if action == "keep" else rows.slice(0, 0), n),
         },
         schema=DECISIONS_SCHEMA,
     )
+
+
+SUSPECT_LAYERS = ("minhash", "simhash")  # in order of preference: MinHash's score is a Jaccard
+
+
+def suspect_columns(rows: pa.Table, n: int) -> dict[str, pa.Array]:
+    """suspect_* decision columns from the layers' ``_suspect_<layer>_*`` columns (kept rows)."""
+    layer = np.full(n, None, object)
+    doc = np.full(n, None, object)
+    batch = np.full(n, None, object)
+    score = np.full(n, np.nan)
+    for name in reversed(SUSPECT_LAYERS):  # the preferred layer writes last and wins
+        column = f"_suspect_{name}_doc_id"
+        if rows.num_rows == 0 or column not in rows.column_names:
+            continue
+        found = pc.is_valid(rows.column(column)).to_numpy(zero_copy_only=False)
+        layer[found] = name
+        doc[found] = rows.column(column).to_numpy(zero_copy_only=False)[found]
+        batch[found] = rows.column(f"_suspect_{name}_batch_id").to_numpy(zero_copy_only=False)[found]
+        score[found] = rows.column(f"_suspect_{name}_score").to_numpy(zero_copy_only=False)[found]
+    return {
+        "suspect_layer": pa.array(layer, pa.string()),
+        "suspect_doc_id": pa.array(doc, pa.string()),
+        "suspect_batch_id": pa.array(batch, pa.string()),
+        "suspect_score": pa.array(score, pa.float64(), from_pandas=True),
+    }
 
 
 def add_reason(batch: pa.Table, mask: np.ndarray, reason: str | np.ndarray) -> pa.Table:

@@ -1,0 +1,87 @@
+"""End to end in a real headless browser: the plugin app under uvicorn, an Airflow user's session
+cookie, open the report, label one pair by clicking, and find the label in PostgreSQL.
+
+Needs Debian's chromium (/usr/bin/chromium) and the playwright Python package (its bundled
+browsers are never downloaded: the test launches the system chromium).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+
+import psycopg2
+import pytest
+
+from tests.plugins.conftest import WEEK
+
+CHROMIUM = os.environ.get("DEDUP_CHROMIUM", "/usr/bin/chromium")
+LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--no-first-run"]
+SCREENSHOT_DIR = os.environ.get("DEDUP_SCREENSHOT_DIR", "/tmp")
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
+    pytest.skip(f"chromium not found at {CHROMIUM} (apt-get install -y chromium)", allow_module_level=True)
+
+
+@pytest.fixture
+def server(plugin_app):
+    import uvicorn
+    from fastapi import FastAPI
+
+    # Mounted under its url_prefix on a parent app, as Airflow's api-server mounts plugin apps.
+    parent = FastAPI()
+    parent.mount("/dedup-audit", plugin_app)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = uvicorn.Config(parent, host="127.0.0.1", port=port, log_level="warning")
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 10
+    while not srv.started:
+        if time.time() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/dedup-audit"
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_label_a_pair_by_clicking(server, mint, audited_root, pg_dsn):
+    root, schema = audited_root
+    token = mint("carol")
+    with playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            # Unauthenticated first: the page is refused.
+            page = context.new_page()
+            assert page.goto(f"{server}/weeks/{WEEK}").status == 401
+            # What the Airflow UI's login leaves in the browser: the JWT in the `_token` cookie.
+            context.add_cookies([{"name": "_token", "value": token, "url": server.rsplit("/", 1)[0] + "/"}])
+            response = page.goto(f"{server}/")
+            assert response.status == 200
+            page.click(f"text={WEEK}")
+            page.wait_for_selector(".pair")
+            page.screenshot(path=f"{SCREENSHOT_DIR}/dedup_audit_report_top.png", full_page=False)
+            # A MinHash pair from the loosest band: the one with visible differences to judge.
+            pair = page.locator('.pair[data-layer="minhash"]').last
+            sample_id = pair.locator('button[data-label="duplicate"]').get_attribute("data-sample")
+            pair.locator('button[data-label="duplicate"]').click()
+            page.wait_for_load_state("load")
+            labelled = page.locator(f'[id="s-{sample_id}"] .label.dup')
+            labelled.wait_for()
+            labelled.scroll_into_view_if_needed()
+            page.screenshot(path=f"{SCREENSHOT_DIR}/dedup_audit_labelled_pair.png", full_page=False)
+        finally:
+            browser.close()
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute(f'SELECT label, labelled_by FROM "{schema}".audit_labels WHERE week = %s AND sample_id = %s',
+                    (WEEK, sample_id))
+        assert cur.fetchone() == ("duplicate", "carol")
