@@ -223,7 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("throughput")
     p.add_argument("--docs", type=int, nargs="+", default=[20_000])
     p.add_argument("--seed", type=int, default=0)
-    p = sub.add_parser("registry")
+    p = sub.add_parser("registry", help="100k-doc batch against a registry of 10M documents (PostgreSQL)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p = sub.add_parser("pairs", help="embedders on the labeled pair sets (semantic layer)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p = sub.add_parser("_throughput_child")
     p.add_argument("docs", type=int)
@@ -237,6 +239,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.registry_bench import main as registry_main
 
         return registry_main(args.rest)
+    if args.command == "pairs":
+        from bench.pairs import main as pairs_main
+
+        return pairs_main(args.rest)
     if args.command == "throughput":
         cmd_throughput(args.docs, args.seed)
         return 0

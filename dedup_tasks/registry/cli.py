@@ -3,6 +3,7 @@
 db migrate         apply missing migrations (idempotent)
 db status          schema version, rows per table, bytes per document
 db rebuild-bloom   rebuild the URL Bloom filter from the registry
+db compact         move the recent tier into the main tier now (commits do it past a threshold)
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     bloom.add_argument(
         "--fp-rate", type=float, default=None, help="target false-positive rate (default 0.001)"
+    )
+    compact = sub.add_parser("compact", help="move the recent tier into the main tier")
+    compact.add_argument(
+        "--min-docs", type=int, default=0, help="only if the recent tier holds at least this many"
     )
     return parser
 
@@ -105,6 +110,16 @@ def db_main(argv: list[str]) -> int:
                     print(json.dumps(info, indent=2))
                 else:
                     _print_status(info)
+                return 0
+
+            if args.command == "compact":
+                from dedup_tasks.registry.postgres import PostgresRegistry
+
+                registry = PostgresRegistry(dsn, schema=args.schema)
+                stack.callback(registry.close)
+                done = registry.compact(min_docs=args.min_docs)
+                moved = done["moved"].get("content_hashes", 0)
+                print(f"compacted: {moved} documents moved to the main tier in {done['seconds']:.1f} s")
                 return 0
 
             if args.command == "rebuild-bloom":
@@ -183,9 +198,12 @@ def _print_status(info: dict[str, Any]) -> None:
         b = info["batches"]
         print(f"  batches: {b['committed']} committed, last {b['last_commit']}")
     if "tables" in info:
-        print(f"  {'table':<20} {'rows':>14} {'MB':>10} {'bytes/doc':>10}")
+        print(f"  {'table':<20} {'rows':>14} {'(recent)':>12} {'MB':>10} {'bytes/doc':>10}")
         for name, t in info["tables"].items():
-            print(f"  {name:<20} {t['rows']:>14,} {t['bytes'] / 1e6:>10.1f} {t['bytes_per_doc']:>10.1f}")
+            recent = f"{t['recent_rows']:,}" if "recent_rows" in t else ""
+            print(
+                f"  {name:<20} {t['rows']:>14,} {recent:>12} {t['bytes'] / 1e6:>10.1f} {t['bytes_per_doc']:>10.1f}"
+            )
     bloom = info.get("bloom")
     if bloom:
         print(

@@ -1,0 +1,58 @@
+"""A real PostgreSQL for the registry tests: DEDUP_TEST_DB_URL when set (CI), else an embedded server.
+
+Every test gets a fresh, migrated schema, dropped afterwards, so tests never see each other's rows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+
+import psycopg2
+import pytest
+
+from dedup_tasks.registry.migrate import migrate
+from dedup_tasks.registry.postgres import PostgresRegistry
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "embedded: starts its own embedded PostgreSQL (a few seconds)")
+
+
+@pytest.fixture
+def admin(pg_dsn: str) -> Iterator[psycopg2.extensions.connection]:
+    """A second, autocommit connection for inspecting tables and disturbing the registry."""
+    conn = psycopg2.connect(pg_dsn)
+    conn.autocommit = True
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def schema(pg_dsn: str, admin: psycopg2.extensions.connection) -> Iterator[str]:
+    name = f"test_registry_{uuid.uuid4().hex[:10]}"
+    conn = psycopg2.connect(pg_dsn)
+    try:
+        migrate(conn, name)
+    finally:
+        conn.close()
+    yield name
+    with admin.cursor() as cur:
+        cur.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@pytest.fixture
+def make_registry(pg_dsn: str, schema: str) -> Iterator[Callable[..., PostgresRegistry]]:
+    """Factory of registries on the test schema (several = several processes/tasks), closed at teardown."""
+    made: list[PostgresRegistry] = []
+
+    def make(**kwargs: object) -> PostgresRegistry:
+        kwargs.setdefault("schema", schema)
+        kwargs.setdefault("num_perm", 32)
+        registry = PostgresRegistry(pg_dsn, **kwargs)  # type: ignore[arg-type]
+        made.append(registry)
+        return registry
+
+    yield make
+    for registry in made:
+        registry.close()
