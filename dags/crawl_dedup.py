@@ -65,7 +65,8 @@ def crawl_dedup():
     def semantic(_: dict) -> dict:
         return _step("semantic")
 
-    @task(execution_timeout=timedelta(minutes=10))
+    # The default 30-minute timeout: a commit may also merge the registry's recent tier.
+    @task
     def commit(_: dict) -> dict:
         return _step("commit")
 

@@ -46,7 +46,9 @@ class SimHashLayer(Layer):
         reliable = length >= cfg.simhash_min_chars
         has = length > 0
         batch = set_column(batch, "_simhash", pa.array(sims, pa.uint64()))
-        batch = set_column(batch, "_has_simhash", pa.array(has))
+        # Only reliable SimHashes are registered: the commit re-check must not drop a short text
+        # that this layer itself never drops.
+        batch = set_column(batch, "_has_simhash", pa.array(reliable))
         doc_ids = strings_np(batch, "doc_id")
 
         drop = np.zeros(n, bool)
