@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 ALL_LAYERS: tuple[str, ...] = ("url", "exact", "simhash", "minhash", "semantic")
+# L4 is opt-in (--layers ...,semantic or the DAG's `layers` Param): on this 2-core CPU machine the
+# multilingual model embeds a few texts per second and cosine 0.92 still drops look-alikes (README).
+DEFAULT_LAYERS: tuple[str, ...] = ("url", "exact", "simhash", "minhash")
 
 DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
     "utm_*",
@@ -52,7 +55,7 @@ class DedupConfig:
     root: str = "./data"
     db_url: str | None = None
     db_schema: str = "dedup"
-    layers: tuple[str, ...] = ALL_LAYERS
+    layers: tuple[str, ...] = DEFAULT_LAYERS
     progress: bool = True
 
     # L1 URL

@@ -298,6 +298,7 @@ def run_batch(
         commit_conflicts=conflict_drops.num_rows,
         registry=type(registry).__name__,
         started_at=started_at,
+        embedded=sum(int(s.extra.get("embedded", 0)) for s in stats),
     )
     return BatchResult(kept, decisions, summary)
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from dedup_tasks.config import ALL_LAYERS, DedupConfig
+from dedup_tasks.config import ALL_LAYERS, DEFAULT_LAYERS, DedupConfig
 from dedup_tasks.io import BatchPaths
 
 # Run-time overridable settings: (JSON-schema type, default, extra schema). The DAG turns these into
@@ -18,7 +18,7 @@ PARAM_SPECS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
     "root": (["null", "string"], None, {"description": "data root (default: DEDUP_ROOT or ./data)"}),
     "layers": (
         "array",
-        list(ALL_LAYERS),
+        list(DEFAULT_LAYERS),
         {"items": {"type": "string", "enum": list(ALL_LAYERS)}, "description": "layers to run, in cascade order"},
     ),
     "simhash_max_distance": ("integer", 3, {"minimum": 0, "maximum": 16}),

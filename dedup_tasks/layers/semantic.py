@@ -1,18 +1,314 @@
-"""L4 semantic layer. Until the embedding layer lands it keeps every row and says so."""
+"""L4 semantic layer: cosine similarity of document embeddings, drop at >= semantic_threshold.
+
+``suspects`` mode (default): only rows that L2/L3 flagged as near misses (a candidate at SimHash
+distance in (max_distance, suspect_hamming_max] or estimated Jaccard in [suspect_jaccard_min,
+threshold)) are embedded, together with their candidates. A suspect is dropped when its named
+candidate, or an earlier embedded row of this batch (exact IndexFlatIP search), is at cosine >=
+threshold. Rows without suspects cost nothing: no model is loaded for a batch without suspects.
+
+``full`` mode: every row is embedded and searched against an HNSW index of every kept document of
+earlier batches (``<root>/registry/faiss/<model_id>.index``) and against the earlier rows of the batch;
+the rows it keeps are added to that index.
+
+Candidates from earlier batches are embedded from their published partition
+(``<root>/deduped/<partition>``) once per model; their vectors are cached in the registry's
+EmbeddingStore (see ``dedup_tasks.registry.embeddings.store_for``). A candidate of this batch that a
+later layer dropped is not a kept document and is never matched.
+"""
 
 from __future__ import annotations
 
-import pyarrow as pa
+import logging
+from pathlib import Path
 
-from dedup_tasks.layers.base import Drops, Layer, LayerContext
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dedup_tasks.embed.embedders import document_text, get_embedder, model_id_for
+from dedup_tasks.io import partition_of
+from dedup_tasks.layers.base import Drops, Layer, LayerContext, LayerOutput, strings_np
+from dedup_tasks.registry.embeddings import EmbeddingStore, store_for
+
+log = logging.getLogger(__name__)
+
+FLAT_NEIGHBOURS = 16
+INDEX_NEIGHBOURS = 32
 
 
 class SemanticLayer(Layer):
     name = "semantic"
 
+    def __init__(self, config) -> None:
+        super().__init__(config)
+        self._stats: dict = {}
+
     @property
     def threshold(self) -> float | None:
         return float(self.config.semantic_threshold)
 
+    def run(self, batch: pa.Table, ctx: LayerContext) -> LayerOutput:
+        out = super().run(batch, ctx)
+        # summary.json's "documents embedded" comes from here (the pipeline reads stats.extra).
+        out.stats.extra.update(self._stats)
+        return out
+
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
-        return batch, Drops.none()
+        self._stats = {"embedded": 0, "suspects": 0, "model_id": None, "cached": 0}
+        if batch.num_rows == 0:
+            return batch, Drops.none()
+        if self.config.semantic_mode == "full":
+            return batch, self._full(batch, ctx)
+        return batch, self._suspects(batch, ctx)
+
+    # ---- shared -------------------------------------------------------------------------------
+    def _texts(self, batch: pa.Table, rows: np.ndarray) -> list[str]:
+        """Texts to embed: the near-duplicate view (``_near_text``) when the batch has it.
+
+        That view has the site boilerplate (menus, related links, copyright lines learned per site over
+        the batch) removed. Raw title + content of two articles of one heavily templated site can share
+        their whole first 256 tokens, which is all MiniLM reads: every such pair scored cosine 1.0.
+        """
+        sub = batch.take(pa.array(rows, pa.int64()))
+        if "_near_text" in sub.column_names:
+            limit = self.config.embed_max_chars
+            return [(t or "")[:limit] if limit and limit > 0 else (t or "") for t in sub.column("_near_text").to_pylist()]
+        titles = sub.column("title").to_pylist() if "title" in sub.column_names else [None] * len(rows)
+        contents = sub.column("content").to_pylist() if "content" in sub.column_names else [None] * len(rows)
+        return [document_text(t, c, self.config.embed_max_chars) for t, c in zip(titles, contents, strict=True)]
+
+    def _vectors(
+        self, store: EmbeddingStore, model_id: str, doc_ids: np.ndarray, batch_ids: np.ndarray, texts_of
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of these documents: from the store, else embedded (and stored). texts_of(missing idx) -> texts.
+
+        Returns (available mask, vectors). A document whose text cannot be found is unavailable.
+        """
+        found, cached = store.get(model_id, doc_ids, batch_ids)
+        self._stats["cached"] += int(found.sum())
+        missing = np.flatnonzero(~found)
+        texts = texts_of(missing) if len(missing) else []
+        have = np.array([t is not None for t in texts], bool)
+        todo = missing[have]
+        dim = cached.shape[1] if cached.size else 0
+        new = np.zeros((0, dim), np.float32)
+        if len(todo):
+            embedder = get_embedder(self.config.embedder)
+            new = embedder.encode([t for t in texts if t is not None])
+            self._stats["embedded"] += len(todo)
+            store.put(model_id, doc_ids[todo], batch_ids[todo], new)
+            dim = new.shape[1]
+        out = np.zeros((len(doc_ids), dim), np.float32)
+        if found.any():
+            out[found] = cached[found]
+        if len(todo):
+            out[todo] = new
+        ok = found.copy()
+        ok[todo] = True
+        return ok, out
+
+    def _published_texts(self, ctx: LayerContext, doc_ids: np.ndarray, batch_ids: np.ndarray) -> list[str | None]:
+        """Texts of earlier batches' kept documents, read back from their published partitions."""
+        out: list[str | None] = [None] * len(doc_ids)
+        root = Path(self.config.root)
+        for b in np.unique(batch_ids.astype(str)):
+            idx = np.flatnonzero(batch_ids.astype(str) == b)
+            path = root / "deduped" / partition_of(b)
+            if not path.exists():
+                log.warning("semantic: published partition %s of candidate batch %s not found; its candidates are skipped", path, b)
+                continue
+            table = pq.read_table(path)
+            texts = self._partition_texts(table)
+            for i in idx:
+                out[i] = texts.get(str(doc_ids[i]))
+        return out
+
+    def _partition_texts(self, table: pa.Table) -> dict[str, str]:
+        """doc_id -> text to embed of a published partition, prepared as its own batch was.
+
+        The boilerplate view needs the whole partition (template lines are learned per site over the
+        batch): it is rebuilt over the partition's kept rows, which is why the whole file is read. This
+        runs once per earlier batch and model at most; afterwards the vectors come from the store.
+        """
+        from dedup_tasks.contract import ContractError
+        from dedup_tasks.pipeline import prepare
+
+        try:
+            prepared = prepare(table, self.config, source="published partition")
+        except ContractError:
+            # Not a contract table (e.g. written by another tool): embed the raw title + content.
+            prepared = table
+        ids = prepared.column("doc_id").cast(pa.string()).to_pylist()
+        return dict(zip(ids, self._texts(prepared, np.arange(prepared.num_rows)), strict=True))
+
+    # ---- suspects mode ------------------------------------------------------------------------
+    def suspect_pairs(self, batch: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row, candidate doc_id, candidate batch_id) of every near miss recorded by L2/L3."""
+        cfg = self.config
+        rows, docs, batches = [], [], []
+        for layer in ("simhash", "minhash"):
+            col = f"_suspect_{layer}_doc_id"
+            if col not in batch.column_names:
+                continue
+            doc = batch.column(col).to_numpy(zero_copy_only=False)
+            bid = batch.column(f"_suspect_{layer}_batch_id").to_numpy(zero_copy_only=False)
+            score = batch.column(f"_suspect_{layer}_score").to_numpy(zero_copy_only=False).astype(float)
+            has = np.array([d is not None for d in doc], bool)
+            with np.errstate(invalid="ignore"):
+                if layer == "simhash":
+                    near = (score > cfg.simhash_max_distance) & (score <= cfg.suspect_hamming_max)
+                else:
+                    near = (score >= cfg.suspect_jaccard_min) & (score < cfg.minhash_threshold)
+            r = np.flatnonzero(has & near)
+            rows.append(r)
+            docs.append(doc[r].astype(object))
+            batches.append(bid[r].astype(object))
+        if not rows:
+            return np.empty(0, np.int64), np.empty(0, object), np.empty(0, object)
+        return np.concatenate(rows), np.concatenate(docs), np.concatenate(batches)
+
+    def _suspects(self, batch: pa.Table, ctx: LayerContext) -> Drops:
+        sus_row, cand_doc, cand_batch = self.suspect_pairs(batch)
+        if len(sus_row) == 0:
+            return Drops.none()
+        n = batch.num_rows
+        doc_ids = strings_np(batch, "doc_id")
+        row_of = {d: i for i, d in enumerate(doc_ids)}
+        in_batch = cand_batch.astype(str) == ctx.batch_id
+        cand_row = np.array([row_of.get(str(d), -1) if ib else -1 for d, ib in zip(cand_doc, in_batch, strict=True)], np.int64)
+        # A same-batch candidate missing from the survivors was dropped by a later layer: not kept, skip.
+        usable = ~in_batch | (cand_row >= 0)
+        sus_row, cand_doc, cand_batch, cand_row, in_batch = (
+            a[usable] for a in (sus_row, cand_doc, cand_batch, cand_row, in_batch)
+        )
+        self._stats["suspects"] = len(np.unique(sus_row))
+        if len(sus_row) == 0:
+            return Drops.none()
+        model_id = model_id_for(self.config.embedder)
+        self._stats["model_id"] = model_id
+        store = store_for(ctx.registry)
+
+        # This batch's rows: the suspects and their same-batch candidates, embedded once each.
+        rows = np.unique(np.concatenate([sus_row, cand_row[in_batch]]))
+        ok_rows, row_vec = self._vectors(
+            store, model_id, doc_ids[rows], np.full(len(rows), ctx.batch_id, object),
+            lambda missing: self._texts(batch, rows[missing]),
+        )
+        # Earlier batches' candidates: store first, else their published partition.
+        ext = np.flatnonzero(~in_batch)
+        ext_keys = sorted({(str(d), str(b)) for d, b in zip(cand_doc[ext], cand_batch[ext], strict=True)})
+        ext_doc = np.array([k[0] for k in ext_keys], object)
+        ext_bat = np.array([k[1] for k in ext_keys], object)
+        ok_ext, ext_vec = self._vectors(
+            store, model_id, ext_doc, ext_bat, lambda missing: self._published_texts(ctx, ext_doc[missing], ext_bat[missing])
+        )
+        dim = max(row_vec.shape[1], ext_vec.shape[1])
+        pos_of_row = np.full(n, -1, np.int64)
+        pos_of_row[rows] = np.arange(len(rows))
+        ext_pos = {k: i for i, k in enumerate(ext_keys)}
+
+        # Named candidates: cosine of each (suspect, candidate) pair.
+        cos = np.full(len(sus_row), -np.inf)
+        s_pos = pos_of_row[sus_row]
+        for i in range(len(sus_row)):
+            if not ok_rows[s_pos[i]]:
+                continue
+            if in_batch[i]:
+                c = pos_of_row[cand_row[i]]
+                if ok_rows[c]:
+                    cos[i] = float(row_vec[s_pos[i]] @ row_vec[c])
+            else:
+                j = ext_pos[(str(cand_doc[i]), str(cand_batch[i]))]
+                if ok_ext[j] and ext_vec.shape[1] == dim:
+                    cos[i] = float(row_vec[s_pos[i]] @ ext_vec[j])
+
+        # In-batch search: each suspect against every embedded row of this batch (IndexFlatIP), so a
+        # paraphrase of another suspect's text is found even when L2/L3 named a different candidate.
+        flat_hits: dict[int, list[tuple[float, int]]] = {}
+        if ok_rows.sum() > 1:
+            from dedup_tasks.embed.faiss_index import search_flat
+
+            valid = np.flatnonzero(ok_rows)
+            suspects = np.unique(sus_row)
+            q = suspects[ok_rows[pos_of_row[suspects]]]
+            scores, idx = search_flat(row_vec[valid], row_vec[pos_of_row[q]], FLAT_NEIGHBOURS)
+            for qi, r in enumerate(q):
+                hits = [
+                    (float(s), int(rows[valid[j]]))
+                    for s, j in zip(scores[qi], idx[qi], strict=True)
+                    if j >= 0 and rows[valid[j]] < r and s >= self.config.semantic_threshold
+                ]
+                if hits:
+                    flat_hits[int(r)] = hits
+
+        # Decide in batch order: the earlier document wins, and a row this layer dropped is not kept.
+        threshold = self.config.semantic_threshold
+        dropped = np.zeros(n, bool)
+        out_rows, out_doc, out_batch, out_score = [], [], [], []
+        order = np.argsort(sus_row, kind="stable")
+        bounds = np.flatnonzero(np.concatenate([[True], np.diff(sus_row[order]) != 0, [True]]))
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            group = order[a:b]
+            r = int(sus_row[group[0]])
+            best = (-np.inf, None, None)
+            for i in group:
+                if cos[i] >= threshold and not (in_batch[i] and dropped[cand_row[i]]) and cos[i] > best[0]:
+                    best = (cos[i], cand_doc[i], cand_batch[i])
+            for s, c in flat_hits.get(r, []):
+                if not dropped[c] and s > best[0]:
+                    best = (s, doc_ids[c], ctx.batch_id)
+            if best[1] is not None:
+                dropped[r] = True
+                out_rows.append(r)
+                out_doc.append(best[1])
+                out_batch.append(best[2])
+                out_score.append(best[0])
+        if not out_rows:
+            return Drops.none()
+        return Drops(np.array(out_rows, np.int64), np.array(out_doc, object), np.array(out_batch, object), np.array(out_score))
+
+    # ---- full mode ----------------------------------------------------------------------------
+    def _full(self, batch: pa.Table, ctx: LayerContext) -> Drops:
+        from dedup_tasks.embed.faiss_index import PersistentIndex, search_flat
+
+        n = batch.num_rows
+        doc_ids = strings_np(batch, "doc_id")
+        rows = np.arange(n)
+        texts = self._texts(batch, rows)
+        has_text = np.array([bool(t) for t in texts], bool)
+        model_id = model_id_for(self.config.embedder)
+        self._stats["model_id"] = model_id
+        store = store_for(ctx.registry)
+        ok, vec = self._vectors(
+            store, model_id, doc_ids, np.full(n, ctx.batch_id, object),
+            lambda missing: [texts[i] if has_text[i] else None for i in missing],
+        )
+        if not ok.any():
+            return Drops.none()
+        dim = vec.shape[1]
+        index = PersistentIndex.open(self.config.root, model_id, dim)
+        threshold = self.config.semantic_threshold
+        valid = np.flatnonzero(ok)
+        prior, prior_doc, prior_batch = index.search(vec[valid], INDEX_NEIGHBOURS, ctx.batch_id)
+        scores, idx = search_flat(vec[valid], vec[valid], FLAT_NEIGHBOURS)
+
+        dropped = np.zeros(n, bool)
+        out_rows, out_doc, out_batch, out_score = [], [], [], []
+        for qi, r in enumerate(valid):
+            best = (prior[qi], prior_doc[qi], prior_batch[qi]) if prior[qi] >= threshold else (-np.inf, None, None)
+            for s, j in zip(scores[qi], idx[qi], strict=True):
+                c = valid[j] if j >= 0 else -1
+                if 0 <= c < r and not dropped[c] and s >= threshold and s > best[0]:
+                    best = (float(s), doc_ids[c], ctx.batch_id)
+            if best[1] is not None:
+                dropped[r] = True
+                out_rows.append(r)
+                out_doc.append(best[1])
+                out_batch.append(best[2])
+                out_score.append(float(best[0]))
+        kept = valid[~dropped[valid]]
+        index.add(doc_ids[kept], np.full(len(kept), ctx.batch_id, object), vec[kept])
+        index.save()
+        if not out_rows:
+            return Drops.none()
+        return Drops(np.array(out_rows, np.int64), np.array(out_doc, object), np.array(out_batch, object), np.array(out_score))

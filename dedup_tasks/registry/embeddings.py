@@ -1,0 +1,194 @@
+"""Document vectors of the L4 semantic layer, cached per (model_id, batch_id, doc_id).
+
+The semantic layer embeds a candidate from an earlier batch at most once per model: the first time it
+reads the document back from the published partition and stores the vector here; later batches find
+it here. Vectors are keyed by model id and a lookup names one model, so a vector of model A is never
+returned to a caller that embeds with model B.
+
+Two implementations: ``MemoryEmbeddingStore`` (tests, the benchmark, MemoryRegistry runs) and
+``PostgresEmbeddingStore`` (table ``embeddings`` of migration 0002, in the registry's schema).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import io
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from psycopg2 import sql
+
+
+def _pairs(doc_ids: Iterable[Any], batch_ids: Iterable[Any]) -> list[tuple[str, str]]:
+    return [(str(d), str(b)) for d, b in zip(doc_ids, batch_ids, strict=True)]
+
+
+class EmbeddingStore(abc.ABC):
+    """Vectors by (model_id, batch_id, doc_id). All calls are bulk: whole arrays, never one row at a time."""
+
+    @abc.abstractmethod
+    def get(self, model_id: str, doc_ids: np.ndarray, batch_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(found mask (n,), vectors (n, d) float32 with zero rows where not found) for this model only."""
+
+    @abc.abstractmethod
+    def put(self, model_id: str, doc_ids: np.ndarray, batch_ids: np.ndarray, vectors: np.ndarray) -> int:
+        """Store (or replace) vectors; returns how many rows were written."""
+
+    @abc.abstractmethod
+    def scan(self, model_id: str, before_batch: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every (doc_id, batch_id, vector) of this model, batch_id < before_batch if given, in key order.
+
+        What a FAISS index is rebuilt from.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+
+class MemoryEmbeddingStore(EmbeddingStore):
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, str, str], np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def get(self, model_id: str, doc_ids: np.ndarray, batch_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        keys = _pairs(doc_ids, batch_ids)
+        found = np.zeros(len(keys), bool)
+        hits: list[np.ndarray | None] = []
+        with self._lock:
+            for i, (d, b) in enumerate(keys):
+                v = self._rows.get((model_id, b, d))
+                hits.append(v)
+                found[i] = v is not None
+        dim = next((len(v) for v in hits if v is not None), 0)
+        out = np.zeros((len(keys), dim), np.float32)
+        for i, v in enumerate(hits):
+            if v is not None:
+                out[i] = v
+        return found, out
+
+    def put(self, model_id: str, doc_ids: np.ndarray, batch_ids: np.ndarray, vectors: np.ndarray) -> int:
+        keys = _pairs(doc_ids, batch_ids)
+        vectors = np.asarray(vectors, np.float32)
+        with self._lock:
+            for (d, b), v in zip(keys, vectors, strict=True):
+                self._rows[(model_id, b, d)] = v.copy()
+        return len(keys)
+
+    def scan(self, model_id: str, before_batch: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        with self._lock:
+            items = sorted(
+                (k, v) for k, v in self._rows.items()
+                if k[0] == model_id and (before_batch is None or k[1] < before_batch)
+            )
+        return _scan_result(items)
+
+
+def _scan_result(items: list[tuple[tuple[str, str, str], np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    docs = np.array([k[2] for k, _ in items], dtype=object)
+    batches = np.array([k[1] for k, _ in items], dtype=object)
+    vectors = np.stack([v for _, v in items]).astype(np.float32) if items else np.zeros((0, 0), np.float32)
+    return docs, batches, vectors
+
+
+class PostgresEmbeddingStore(EmbeddingStore):
+    """The ``embeddings`` table (migration 0002) in a registry schema.
+
+    Takes a psycopg2 connection (or a DSN, then owns the connection). Writes go through COPY into a
+    temporary table and one upsert; reads join the requested keys in one statement.
+    """
+
+    def __init__(self, conn_or_dsn: Any, schema: str = "dedup") -> None:
+        import psycopg2
+
+        self._owns = isinstance(conn_or_dsn, str)
+        self._conn = psycopg2.connect(conn_or_dsn) if self._owns else conn_or_dsn
+        self._table = sql.Identifier(schema, "embeddings")
+
+    def close(self) -> None:
+        if self._owns and not self._conn.closed:
+            self._conn.close()
+
+    def get(self, model_id: str, doc_ids: np.ndarray, batch_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        keys = _pairs(doc_ids, batch_ids)
+        found = np.zeros(len(keys), bool)
+        if not keys:
+            return found, np.zeros((0, 0), np.float32)
+        query = sql.SQL(
+            "SELECT k.ord, e.dim, e.vector FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS k(doc_id, batch_id, ord)"
+            " JOIN {} e ON e.model_id = %s AND e.batch_id = k.batch_id COLLATE \"C\" AND e.doc_id = k.doc_id COLLATE \"C\""
+        ).format(self._table)
+        with self._conn, self._conn.cursor() as cur:
+            cur.execute(query, ([d for d, _ in keys], [b for _, b in keys], model_id))
+            rows = cur.fetchall()
+        dim = rows[0][1] if rows else 0
+        out = np.zeros((len(keys), dim), np.float32)
+        for ord_, _, vec in rows:
+            out[ord_ - 1] = np.frombuffer(bytes(vec), np.float32)
+            found[ord_ - 1] = True
+        return found, out
+
+    def put(self, model_id: str, doc_ids: np.ndarray, batch_ids: np.ndarray, vectors: np.ndarray) -> int:
+        keys = _pairs(doc_ids, batch_ids)
+        if not keys:
+            return 0
+        vectors = np.ascontiguousarray(vectors, np.float32)
+        buf = io.StringIO()
+        for (d, b), v in zip(keys, vectors, strict=True):
+            buf.write(f"{_copy_text(model_id)}\t{_copy_text(b)}\t{_copy_text(d)}\t{len(v)}\t\\\\x{v.tobytes().hex()}\n")
+        buf.seek(0)
+        with self._conn, self._conn.cursor() as cur:
+            cur.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS _emb_in (model_id text, batch_id text, doc_id text, dim int, vector bytea)"
+                " ON COMMIT DELETE ROWS"
+            )
+            cur.copy_expert("COPY _emb_in FROM STDIN", buf)
+            cur.execute(
+                sql.SQL(
+                    "INSERT INTO {} (model_id, batch_id, doc_id, dim, vector)"
+                    " SELECT DISTINCT ON (model_id, batch_id, doc_id) model_id, batch_id, doc_id, dim, vector FROM _emb_in"
+                    " ON CONFLICT (model_id, batch_id, doc_id) DO UPDATE SET dim = EXCLUDED.dim, vector = EXCLUDED.vector,"
+                    " registered_at = now()"
+                ).format(self._table)
+            )
+            return cur.rowcount
+
+    def scan(self, model_id: str, before_batch: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        query = sql.SQL(
+            "SELECT model_id, batch_id, doc_id, vector FROM {} WHERE model_id = %s"
+            " AND (%s::text IS NULL OR batch_id < %s::text COLLATE \"C\") ORDER BY batch_id, doc_id"
+        ).format(self._table)
+        with self._conn, self._conn.cursor() as cur:
+            cur.execute(query, (model_id, before_batch, before_batch))
+            rows = cur.fetchall()
+        return _scan_result([((m, b, d), np.frombuffer(bytes(v), np.float32)) for m, b, d, v in rows])
+
+
+def _copy_text(value: str) -> str:
+    """Escape a value for COPY's text format."""
+    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def store_for(registry: object) -> EmbeddingStore:
+    """The embedding store that goes with ``registry``.
+
+    A registry that has one exposes it as ``registry.embedding_store`` (the PostgreSQL registry should
+    return a PostgresEmbeddingStore on its connection and schema). Any other registry gets one
+    MemoryEmbeddingStore, attached to the registry object so it lives as long as the registry does and
+    is shared by every batch run against it.
+    """
+    store = getattr(registry, "embedding_store", None)
+    if isinstance(store, EmbeddingStore):
+        return store
+    store = getattr(registry, "_semantic_memory_store", None)
+    if store is None:
+        store = MemoryEmbeddingStore()
+        # A registry with __slots__ cannot hold it: then a per-call store (no cross-batch cache).
+        with contextlib.suppress(AttributeError):
+            registry._semantic_memory_store = store  # type: ignore[attr-defined]
+    return store

