@@ -13,11 +13,10 @@ from dedup_tasks.layers.base import (
     Layer,
     LayerContext,
     add_reason,
-    first_match_per_query,
     set_column,
     strings_np,
 )
-from dedup_tasks.layers.near import best_per_row, chunks, near_text_codepoints, record_suspects
+from dedup_tasks.layers.near import NearDupDecisions, chunks, near_text_codepoints
 
 NO_SHINGLES_REASON = "no text to shingle: MinHash not applied"
 
@@ -78,53 +77,16 @@ class MinHashLayer(Layer):
         batch = set_column(batch, "_has_minhash", pa.array(has))
         doc_ids = strings_np(batch, "doc_id")
 
-        drop = np.zeros(n, bool)
-        matched_doc = np.full(n, None, object)
-        matched_batch = np.full(n, None, object)
-        score = np.full(n, np.nan)
-        sus_rows, sus_doc, sus_batch, sus_score = [], [], [], []
-
+        decisions = NearDupDecisions(n, ctx.batch_id, doc_ids)
         queries = np.flatnonzero(has)
         hits = ctx.registry.minhash_candidates(ctx.batch_id, keys[queries])
         if len(hits):
             jac = estimated_jaccard(hits.payload["minhash"], sig[queries[hits.query]])
             ok = jac >= cfg.minhash_threshold
-            best, with_hit = first_match_per_query(hits, len(queries), ok, -jac)
-            rows = queries[with_hit]
-            drop[rows] = True
-            matched_doc[rows] = hits.doc_id[best[with_hit]]
-            matched_batch[rows] = hits.batch_id[best[with_hit]]
-            score[rows] = jac[best[with_hit]]
-            near = ~ok & (jac >= cfg.suspect_jaccard_min)
-            sus_rows.append(queries[hits.query[near]])
-            sus_doc.append(hits.doc_id[near])
-            sus_batch.append(hits.batch_id[near])
-            sus_score.append(jac[near])
-
-        local = stream_minhash(keys, sig, has & ~drop, cfg.minhash_threshold, cfg.suspect_jaccard_min, sets)
-        rows = np.flatnonzero(local.matched >= 0)
-        drop[rows] = True
-        matched_doc[rows] = doc_ids[local.matched[rows]]
-        matched_batch[rows] = ctx.batch_id
-        score[rows] = local.score[rows]
-        near = np.flatnonzero(local.suspect >= 0)
-        sus_rows.append(near)
-        sus_doc.append(doc_ids[local.suspect[near]])
-        sus_batch.append(np.full(len(near), ctx.batch_id, object))
-        sus_score.append(local.suspect_score[near])
-
-        all_rows = np.concatenate(sus_rows)
-        all_score = np.concatenate(sus_score).astype(float)
-        keep_rows = ~drop[all_rows]
-        uniq, pick = best_per_row(n, all_rows[keep_rows], -all_score[keep_rows])
-        batch = record_suspects(
-            batch,
-            self.name,
-            uniq,
-            np.concatenate(sus_doc)[keep_rows][pick],
-            np.concatenate(sus_batch)[keep_rows][pick],
-            all_score[keep_rows][pick],
+            decisions.add_registry(queries, hits, jac, ok, ~ok & (jac >= cfg.suspect_jaccard_min), -jac)
+        decisions.add_stream(
+            stream_minhash(keys, sig, has & ~decisions.drop, cfg.minhash_threshold, cfg.suspect_jaccard_min, sets)
         )
-        batch = add_reason(batch, ~has & ~np.asarray(batch.column("_empty").to_numpy(), bool), NO_SHINGLES_REASON)
-        rows = np.flatnonzero(drop)
-        return batch, Drops(rows, matched_doc[rows], matched_batch[rows], score[rows])
+        batch, drops = decisions.finish(batch, self.name, higher_is_closer=True)
+        empty = np.asarray(batch.column("_empty").to_numpy(), bool)
+        return add_reason(batch, ~has & ~empty, NO_SHINGLES_REASON), drops

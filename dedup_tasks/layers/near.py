@@ -8,7 +8,7 @@ import pyarrow.compute as pc
 
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.hashing import codepoints
-from dedup_tasks.layers.base import column_np, set_column, strings_np
+from dedup_tasks.layers.base import Drops, column_np, first_match_per_query, set_column, strings_np
 from dedup_tasks.normalize.tokens import segment_words
 
 CHUNK_DOCS = 20_000
@@ -66,3 +66,56 @@ def best_per_row(n: int, rows: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray
 
 def bool_col(batch: pa.Table, name: str) -> np.ndarray:
     return column_np(batch, name).astype(bool)
+
+
+class NearDupDecisions:
+    """Drops and near misses of one near-duplicate layer, from the registry and from the batch.
+
+    ``rank`` orders candidates best first (a distance; a negated similarity). Registry matches are
+    applied before the in-batch search: earlier batches win over the batch's own rows.
+    """
+
+    def __init__(self, n: int, batch_id: str, doc_ids: np.ndarray) -> None:
+        self.batch_id = batch_id
+        self.doc_ids = doc_ids
+        self.drop = np.zeros(n, bool)
+        self.matched_doc = np.full(n, None, object)
+        self.matched_batch = np.full(n, None, object)
+        self.score = np.full(n, np.nan)
+        self._near: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def add_registry(self, queries: np.ndarray, hits, score: np.ndarray, ok: np.ndarray, near: np.ndarray, rank: np.ndarray) -> None:
+        """Registry candidates of rows ``queries``: drop on the best ``ok`` one, remember ``near`` ones."""
+        if not len(hits):
+            return
+        best, with_hit = first_match_per_query(hits, len(queries), ok, rank)
+        rows = queries[with_hit]
+        self.drop[rows] = True
+        self.matched_doc[rows] = hits.doc_id[best[with_hit]]
+        self.matched_batch[rows] = hits.batch_id[best[with_hit]]
+        self.score[rows] = score[best[with_hit]]
+        self._near.append((queries[hits.query[near]], hits.doc_id[near], hits.batch_id[near], score[near]))
+
+    def add_stream(self, result) -> None:
+        """The in-batch search's matches and near misses (a ``StreamResult``)."""
+        rows = np.flatnonzero(result.matched >= 0)
+        self.drop[rows] = True
+        self.matched_doc[rows] = self.doc_ids[result.matched[rows]]
+        self.matched_batch[rows] = self.batch_id
+        self.score[rows] = result.score[rows]
+        near = np.flatnonzero(result.suspect >= 0)
+        self._near.append(
+            (near, self.doc_ids[result.suspect[near]], np.full(len(near), self.batch_id, object), result.suspect_score[near])
+        )
+
+    def finish(self, batch: pa.Table, layer: str, higher_is_closer: bool) -> tuple[pa.Table, Drops]:
+        """Record each kept row's best near miss and return the layer's drops."""
+        rows = np.concatenate([p[0] for p in self._near]) if self._near else np.empty(0, np.int64)
+        docs = np.concatenate([p[1] for p in self._near]) if self._near else np.empty(0, object)
+        batches = np.concatenate([p[2] for p in self._near]) if self._near else np.empty(0, object)
+        scores = np.concatenate([p[3] for p in self._near]).astype(float) if self._near else np.empty(0)
+        kept = ~self.drop[rows]
+        uniq, pick = best_per_row(len(self.drop), rows[kept], -scores[kept] if higher_is_closer else scores[kept])
+        batch = record_suspects(batch, layer, uniq, docs[kept][pick], batches[kept][pick], scores[kept][pick])
+        dropped = np.flatnonzero(self.drop)
+        return batch, Drops(dropped, self.matched_doc[dropped], self.matched_batch[dropped], self.score[dropped])
