@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,16 +113,26 @@ def read_input(path: Path) -> tuple[pa.Table, list[Path]]:
 
 def write_parquet_dir(table: pa.Table, final_dir: Path, file_name: str = "part-00000.parquet") -> Path:
     """Write ``table`` as ``final_dir/file_name``, replacing the directory atomically (tmp + rename)."""
+    replace_dir(final_dir, lambda tmp: pq.write_table(table, tmp / file_name, compression="zstd"))
+    return final_dir / file_name
+
+
+def replace_dir(final_dir: Path, fill: Callable[[Path], None]) -> Path:
+    """Let ``fill`` write a fresh temporary directory, then swap it in for ``final_dir``.
+
+    Readers see the old directory or the new one, never a half-written one; a failing ``fill``
+    leaves ``final_dir`` as it was and no temporary files behind.
+    """
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = final_dir.parent / f".{final_dir.name}.tmp-{uuid.uuid4().hex}"
     tmp.mkdir()
     try:
-        pq.write_table(table, tmp / file_name, compression="zstd")
+        fill(tmp)
         _swap_into_place(tmp, final_dir)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return final_dir / file_name
+    return final_dir
 
 
 def write_json(data: dict, path: Path) -> None:

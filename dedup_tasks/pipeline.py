@@ -98,7 +98,7 @@ def prepare(table: pa.Table, config: DedupConfig, source: str = "batch") -> pa.T
     batch = table.append_column("_row", pa.array(np.arange(n), pa.int64()))
     batch = batch.append_column(REASON, pa.nulls(n, pa.string()))
 
-    keys = url_keys(strings_or_none(batch, "url"), tracking_params=config.tracking_params)
+    keys = url_keys(batch.column("url").to_pylist(), tracking_params=config.tracking_params)
     batch = set_column(batch, "_url_key", pa.array(keys.key, pa.uint64()))
     batch = set_column(batch, "_url_valid", pa.array(keys.valid))
     batch = set_column(batch, "_url_reason", pa.array(keys.reason, pa.string()))
@@ -156,10 +156,6 @@ PREPARE_CHUNK_DOCS = 20_000
 def _chunks(n: int, size: int = PREPARE_CHUNK_DOCS):
     for start in range(0, n, size):
         yield start, min(n, start + size)
-
-
-def strings_or_none(batch: pa.Table, name: str) -> list[str | None]:
-    return batch.column(name).to_pylist()
 
 
 # ---- cascade ------------------------------------------------------------------------------------

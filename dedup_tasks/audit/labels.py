@@ -154,25 +154,11 @@ def merge_with_sample(labels: pd.DataFrame, sample: pd.DataFrame, source: str) -
 @contextmanager
 def open_label_store(root: Path | str, db_url: str | None = None, schema: str = "dedup") -> Iterator[LabelStore]:
     """The label store on the registry's database (same resolution: db_url, DEDUP_DB_URL, Airflow, embedded)."""
-    from dedup_tasks.registry.connect import resolve_dsn
+    from dedup_tasks.registry.connect import database
 
-    resolved = resolve_dsn(db_url, root)
-    server = None
-    if resolved.embedded:
-        from dedup_tasks.registry.embedded import EmbeddedPostgres
-
-        assert resolved.embedded_dir is not None
-        server = EmbeddedPostgres(resolved.embedded_dir)
-        dsn = server.start()
-    else:
-        assert resolved.dsn is not None
-        dsn = resolved.dsn
-    try:
+    with database(root, db_url) as dsn:
         store = LabelStore(dsn, schema)
         try:
             yield store
         finally:
             store.close()
-    finally:
-        if server is not None:
-            server.stop()

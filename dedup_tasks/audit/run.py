@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +23,7 @@ from dedup_tasks.audit.sampling import (
     with_site_lang,
 )
 from dedup_tasks.audit.weeks import audit_dir, parse_week
+from dedup_tasks.io import replace_dir
 
 LAYER_ORDER = ["url", "exact", "simhash", "minhash", "semantic"]
 SITE_ROWS = 25
@@ -129,23 +127,13 @@ def run_audit(
         sample["label"] = sample["sample_id"].map(dict(zip(labels["sample_id"], labels["label"], strict=True)))
     html_text = render_report(data, sample, labels)
     final = audit_dir(root, week)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex}"
-    tmp.mkdir()
-    try:
+
+    def fill(tmp: Path) -> None:
         sample.to_parquet(tmp / "sample.parquet", index=False)
         (tmp / "audit.json").write_text(json.dumps(data, indent=1, default=str))
         (tmp / "report.html").write_text(html_text, encoding="utf-8")
-        if final.exists():
-            old = final.parent / f".{final.name}.old-{uuid.uuid4().hex}"
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+
+    replace_dir(final, fill)
     return AuditResult(week, final, final / "report.html", final / "sample.parquet", int(len(decisions)),
                        int(len(sample)), int(sample["label"].notna().sum()))
 

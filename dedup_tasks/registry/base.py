@@ -171,8 +171,7 @@ class MemoryRegistry(Registry):
             parts.append(
                 Matches(q, fp.doc_id[s], np.full(len(s), b, dtype=object), {k: v[s] for k, v in payload_of(fp).items()})
             )
-        keys = tuple(payload_of(Fingerprints(*[np.empty(0)] * 9)).keys()) if not parts else tuple(parts[0].payload)
-        return _concat_matches(parts, keys) if parts else Matches.empty()
+        return _concat_matches(parts, tuple(parts[0].payload)) if parts else Matches.empty()
 
     def lookup_urls(self, batch_id: str, url_keys: np.ndarray) -> Matches:
         return self._lookup(
@@ -223,8 +222,7 @@ def _dedupe_matches(m: Matches) -> Matches:
     """Keep one row per (query, doc_id, batch_id): a candidate found through several bands counts once."""
     if len(m) == 0:
         return m
-    key = np.char.add(np.char.add(m.query.astype(str), "\x1f"), np.char.add(m.batch_id.astype(str), "\x1f" + ""))
-    key = np.char.add(key, m.doc_id.astype(str))
-    _, first = np.unique(key, return_index=True)
-    first.sort()
+    import pandas as pd
+
+    first = np.flatnonzero(~pd.DataFrame({"q": m.query, "b": m.batch_id, "d": m.doc_id}).duplicated().to_numpy())
     return Matches(m.query[first], m.doc_id[first], m.batch_id[first], {k: v[first] for k, v in m.payload.items()})

@@ -145,11 +145,9 @@ def open_registry(config: Any, **registry_kwargs: Any) -> Iterator[Any]:
     Starts (and afterwards stops) the embedded server when no database is configured. Extra keyword
     arguments go to PostgresRegistry.
     """
-    from dedup_tasks.registry.embedded import EmbeddedPostgres
     from dedup_tasks.registry.postgres import PostgresRegistry
 
     root = Path(config.root)
-    resolved = resolve_dsn(getattr(config, "db_url", None), root)
     defaults: dict[str, Any] = {
         "bloom_path": bloom_path(root),
         "num_perm": getattr(config, "minhash_num_perm", 128),
@@ -162,20 +160,30 @@ def open_registry(config: Any, **registry_kwargs: Any) -> Iterator[Any]:
         "auto_migrate": True,
     }
     defaults.update(registry_kwargs)
-    server = None
-    if resolved.embedded:
-        assert resolved.embedded_dir is not None
-        server = EmbeddedPostgres(resolved.embedded_dir)
-        dsn = server.start()
-    else:
-        assert resolved.dsn is not None
-        dsn = resolved.dsn
-    try:
+    with database(root, getattr(config, "db_url", None)) as dsn:
         registry = PostgresRegistry(dsn, **defaults)
         try:
             yield registry
         finally:
             registry.close()
+
+
+@contextmanager
+def database(root: Path | str, db_url: str | None = None) -> Iterator[str]:
+    """A DSN for the data root's database: configured (resolve_dsn order), else an embedded server.
+
+    An embedded server is started for the duration of the block and stopped afterwards.
+    """
+    from dedup_tasks.registry.embedded import EmbeddedPostgres
+
+    resolved = resolve_dsn(db_url, Path(root))
+    if not resolved.embedded:
+        assert resolved.dsn is not None
+        yield resolved.dsn
+        return
+    assert resolved.embedded_dir is not None
+    server = EmbeddedPostgres(resolved.embedded_dir)
+    try:
+        yield server.start()
     finally:
-        if server is not None:
-            server.stop()
+        server.stop()
