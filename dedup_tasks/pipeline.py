@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
@@ -18,20 +19,14 @@ import pyarrow.compute as pc
 from dedup_tasks.config import ALL_LAYERS, DedupConfig
 from dedup_tasks.contract import DECISIONS_SCHEMA, check_rows, conform_schema, repair_text, sort_batch
 from dedup_tasks.fingerprint.content_hash import content_hashes
-from dedup_tasks.fingerprint.hashing import codepoints, strings_from_codepoints
+from dedup_tasks.fingerprint.hashing import strings_from_codepoints
 from dedup_tasks.io import BatchPaths, read_input, write_json, write_parquet_dir
 from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
 from dedup_tasks.layers.base import PRIVATE_PREFIX, REASON, add_reason, decision_rows, set_column, strings_np
 from dedup_tasks.layers.minhash import signatures_of
 from dedup_tasks.normalize import codepoint_kernels as ck
-from dedup_tasks.normalize.text import (
-    collapse_codepoints,
-    detect_lang,
-    nfkc_lower,
-    site_codes_of,
-    strip_lines,
-    template_lines,
-)
+from dedup_tasks.normalize.fold import fold_codepoints
+from dedup_tasks.normalize.text import lang_from_counts, near_view, site_codes_of, template_lines
 from dedup_tasks.normalize.url import url_keys
 from dedup_tasks.registry.base import Fingerprints, Registry
 
@@ -95,53 +90,41 @@ def prepare(table: pa.Table, config: DedupConfig, source: str = "batch") -> pa.T
     table = sort_batch(table.append_column("_repaired", pa.array(repaired)))
     repaired = table.column("_repaired").to_numpy(zero_copy_only=False).astype(bool)
     n = table.num_rows
+    chunks = list(_chunks(n))
     batch = table.append_column("_row", pa.array(np.arange(n), pa.int64()))
     batch = batch.append_column(REASON, pa.nulls(n, pa.string()))
 
-    keys = url_keys(batch.column("url").to_pylist(), tracking_params=config.tracking_params)
+    # URL canonicalization is Python (it holds the GIL); the text kernels below release it, so the
+    # two run side by side on the machine's cores.
+    with ThreadPoolExecutor(1, thread_name_prefix="url-keys") as pool:
+        pending_keys = pool.submit(url_keys, batch.column("url"), tracking_params=config.tracking_params)
+        hashes, line_doc, line_hash, folded = _fold_and_hash(batch, chunks)
+        keys = pending_keys.result()
     batch = set_column(batch, "_url_key", pa.array(keys.key, pa.uint64()))
     batch = set_column(batch, "_url_valid", pa.array(keys.valid))
     batch = set_column(batch, "_url_reason", pa.array(keys.reason, pa.string()))
-    site = np.where(keys.valid, keys.host, "").astype(object)
-
-    site_codes = site_codes_of(site)
-
-    # Pass 1, chunk by chunk: content hashes and the lines each document has. Chunks bound the
-    # memory of the code point arrays (4 bytes a character) whatever the batch size.
-    hashes = np.empty((n, 2), np.uint64)
-    line_docs, line_hashes = [], []
-    for start, end in _chunks(n):
-        rows = batch.slice(start, end - start)
-        title_cp, title_off = codepoints(nfkc_lower(rows.column("title")))
-        content_cp, content_off = codepoints(nfkc_lower(rows.column("content")))
-        hashes[start:end] = content_hashes(
-            *collapse_codepoints(title_cp, title_off, punctuation=False),
-            *collapse_codepoints(content_cp, content_off, punctuation=False),
-        )
-        doc, line_hash, _, _ = ck.token_lines(content_cp, content_off, ck.CLASSES)
-        line_docs.append(doc + start)
-        line_hashes.append(line_hash)
+    site_codes = site_codes_of(np.where(keys.valid, keys.host, "").astype(object))
     batch = set_column(batch, "_ch_hi", pa.array(hashes[:, 0], pa.uint64()))
     batch = set_column(batch, "_ch_lo", pa.array(hashes[:, 1], pa.uint64()))
-    line_doc = np.concatenate(line_docs) if line_docs else np.empty(0, np.int64)
-    templates = template_lines(line_doc, np.concatenate(line_hashes) if line_hashes else np.empty(0, np.uint64), site_codes[line_doc])
+    templates = template_lines(line_doc, line_hash, site_codes[line_doc])
 
     # Pass 2: the near-duplicate view, title and content without template lines.
     near_parts, lang_parts = [], []
     empty = np.zeros(n, bool)
     too_long = np.zeros(n, bool)
     given = batch.column("lang") if "lang" in batch.column_names else None
-    for start, end in _chunks(n):
+    for start, end in chunks:
         rows = batch.slice(start, end - start)
-        title_tok = collapse_codepoints(*codepoints(nfkc_lower(rows.column("title"))), punctuation=True)
-        content_tok = strip_lines(*codepoints(nfkc_lower(rows.column("content"))), templates)
-        empty[start:end] = (np.diff(content_tok[1]) == 0) & (np.diff(title_tok[1]) == 0)
-        near_cp, near_off = ck.join_pairs(title_tok[0], title_tok[1], content_tok[0], content_tok[1])
-        too_long[start:end] = np.diff(near_off) > MAX_NEAR_CHARS
-        if too_long[start:end].any():
-            near_cp, near_off = ck.truncate(near_cp, near_off, MAX_NEAR_CHARS)
+        if start in folded:
+            title, content, lines = folded.pop(start)
+        else:
+            title = fold_codepoints(rows.column("title"))
+            content = fold_codepoints(rows.column("content"))
+            lines = ck.token_lines(*content, ck.CLASSES)
+        near_cp, near_off, too_long[start:end], cjk, word = near_view(title, content, lines, templates, max_chars=MAX_NEAR_CHARS)
+        empty[start:end] = np.diff(near_off) == 0
         near_parts.append(strings_from_codepoints(near_cp, near_off))
-        lang_parts.append(detect_lang(near_cp, near_off, given.slice(start, end - start) if given is not None else None))
+        lang_parts.append(lang_from_counts(cjk, word, given.slice(start, end - start) if given is not None else None))
     batch = set_column(batch, "_empty", pa.array(empty))
     batch = set_column(batch, "_near_text", pa.chunked_array(near_parts, pa.string()) if near_parts else pa.array([], pa.string()))
     batch = set_column(batch, "_lang", pa.array(np.concatenate(lang_parts) if lang_parts else np.empty(0, object), pa.string()))
@@ -151,6 +134,31 @@ def prepare(table: pa.Table, config: DedupConfig, source: str = "batch") -> pa.T
 
 
 PREPARE_CHUNK_DOCS = 20_000
+
+
+def _fold_and_hash(batch: pa.Table, chunks: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+    """Pass 1 of ``prepare``, chunk by chunk: content hashes and the lines each document has.
+
+    Chunks bound the memory of the code point arrays (4 bytes a character) whatever the batch
+    size; a batch of one chunk keeps its folded text for pass 2.
+    """
+    n = batch.num_rows
+    hashes = np.empty((n, 2), np.uint64)
+    line_docs, line_hashes = [], []
+    folded: dict[int, tuple] = {}
+    for start, end in chunks:
+        rows = batch.slice(start, end - start)
+        title = fold_codepoints(rows.column("title"))
+        content = fold_codepoints(rows.column("content"))
+        hashes[start:end] = content_hashes(*ck.hash_view(*title, *content, ck.CLASSES))
+        lines = ck.token_lines(*content, ck.CLASSES)
+        line_docs.append(lines[0] + start)
+        line_hashes.append(lines[1])
+        if len(chunks) == 1:
+            folded[start] = (title, content, lines)
+    line_doc = np.concatenate(line_docs) if line_docs else np.empty(0, np.int64)
+    line_hash = np.concatenate(line_hashes) if line_hashes else np.empty(0, np.uint64)
+    return hashes, line_doc, line_hash, folded
 
 
 def _chunks(n: int, size: int = PREPARE_CHUNK_DOCS):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dedup_tasks.normalize.text import as_string_array
 
@@ -37,31 +36,30 @@ def shingle_hash32(data: bytes | str) -> int:
     return span_hash64(text) >> 32
 
 
+def utf8_buffers(values: pa.StringArray | pa.LargeStringArray) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-8 bytes and int64 row offsets into them of a string array (no copy of the text)."""
+    if len(values) == 0:
+        return np.empty(0, np.uint8), np.zeros(1, np.int64)
+    offset_type = np.int64 if pa.types.is_large_string(values.type) else np.int32
+    byte_offsets = np.frombuffer(values.buffers()[1], offset_type)[values.offset : values.offset + len(values) + 1]
+    data = values.buffers()[2]
+    raw = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
+    return raw, byte_offsets.astype(np.int64)
+
+
 def codepoints(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """All strings of ``values`` as one uint32 code point array, and int64 offsets per row."""
-    values = as_string_array(values)
-    lengths = pc.utf8_length(values).to_numpy(zero_copy_only=False).astype(np.int64)
-    offsets = np.zeros(len(values) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    if len(values) == 0 or offsets[-1] == 0:
-        return np.empty(0, np.uint32), offsets
-    byte_offsets = np.frombuffer(values.buffers()[1], np.int32)[values.offset : values.offset + len(values) + 1]
-    data = values.buffers()[2]
-    raw = memoryview(data)[byte_offsets[0] : byte_offsets[-1]]
-    text = bytes(raw).decode("utf-8")
-    cp = np.frombuffer(text.encode("utf-32-le"), np.uint32)
-    return cp, offsets
+    from dedup_tasks.normalize.codepoint_kernels import utf8_decode
+
+    return utf8_decode(*utf8_buffers(as_string_array(values)))
 
 
 def strings_from_codepoints(cp: np.ndarray, offsets: np.ndarray) -> pa.StringArray:
     """The inverse of ``codepoints``: build an Arrow string array without a per-row Python loop."""
+    from dedup_tasks.normalize.codepoint_kernels import utf8_encode
+
     n = len(offsets) - 1
-    cp = np.ascontiguousarray(cp, dtype=np.uint32)
-    utf8 = cp.tobytes().decode("utf-32-le").encode("utf-8")
-    widths = 1 + (cp >= 0x80).astype(np.int64) + (cp >= 0x800) + (cp >= 0x10000)
-    cumulative = np.zeros(len(cp) + 1, np.int64)
-    np.cumsum(widths, out=cumulative[1:])
-    byte_offsets = cumulative[offsets]
+    utf8, byte_offsets = utf8_encode(np.ascontiguousarray(cp, dtype=np.uint32), np.asarray(offsets, np.int64))
     typ = pa.string() if byte_offsets[-1] < 2**31 else pa.large_string()
     dtype = np.int32 if typ == pa.string() else np.int64
     return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(byte_offsets.astype(dtype)), pa.py_buffer(utf8)])

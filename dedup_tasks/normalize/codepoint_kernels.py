@@ -50,7 +50,7 @@ def _cls(table, c):
     return np.int64(table[ci]) if ci < table.shape[0] else np.int64(0)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def collapse(cp, offsets, table, punct_is_space):
     """Runs of whitespace (and, if asked, punctuation/symbols) become one space; ends trimmed."""
     n = len(offsets) - 1
@@ -75,7 +75,7 @@ def collapse(cp, offsets, table, punct_is_space):
     return _compact(out, offsets, lengths)
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _compact(buf, offsets, lengths):
     n = len(lengths)
     new_offsets = np.zeros(n + 1, np.int64)
@@ -87,7 +87,7 @@ def _compact(buf, offsets, lengths):
     return out, new_offsets
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def token_lines(cp, offsets, table):
     """Per non-empty input line: (document, hash of its token text, start, end) in ``cp``.
 
@@ -144,7 +144,7 @@ def token_lines(cp, offsets, table):
     return doc[valid], hashes[valid], starts[valid], ends[valid]
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def remove_spans(cp, offsets, starts, ends, doc):
     """Each document's code points without the given [start, end) spans (sorted, per document)."""
     n = len(offsets) - 1
@@ -171,7 +171,7 @@ def remove_spans(cp, offsets, starts, ends, doc):
     return out[:pos], new_offsets
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def cjk_counts(cp, offsets, table):
     """(CJK ideograph/kana/hangul count, word-character count) per document."""
     n = len(offsets) - 1
@@ -182,19 +182,23 @@ def cjk_counts(cp, offsets, table):
             c = np.int64(cp[i])
             if _cls(table, c) == 0:
                 word[d] += 1
-                if (
-                    (0x4E00 <= c <= 0x9FFF)
-                    or (0x3400 <= c <= 0x4DBF)
-                    or (0x20000 <= c <= 0x2FFFF)
-                    or (0x3040 <= c <= 0x30FF)
-                    or (0xAC00 <= c <= 0xD7AF)
-                    or (0xF900 <= c <= 0xFAFF)
-                ):
-                    cjk[d] += 1
+                cjk[d] += _is_cjk(c)
     return cjk, word
 
 
-@njit(cache=True)
+@njit(inline="always", cache=True)
+def _is_cjk(c):
+    return (
+        (0x4E00 <= c <= 0x9FFF)
+        or (0x3400 <= c <= 0x4DBF)
+        or (0x20000 <= c <= 0x2FFFF)
+        or (0x3040 <= c <= 0x30FF)
+        or (0xAC00 <= c <= 0xD7AF)
+        or (0xF900 <= c <= 0xFAFF)
+    )
+
+
+@njit(nogil=True, cache=True)
 def choose(a_cp, a_off, b_cp, b_off, take_a):
     """Per document, the code points of a where take_a else of b."""
     n = len(take_a)
@@ -211,7 +215,7 @@ def choose(a_cp, a_off, b_cp, b_off, take_a):
     return out, out_off
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def join_pairs(a_cp, a_off, b_cp, b_off):
     """Per document a + " " + b (no space when either side is empty)."""
     n = len(a_off) - 1
@@ -234,7 +238,7 @@ def join_pairs(a_cp, a_off, b_cp, b_off):
     return out, out_off
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def truncate(cp, offsets, limit):
     """Each document cut to its first ``limit`` code points."""
     n = len(offsets) - 1
@@ -248,7 +252,7 @@ def truncate(cp, offsets, limit):
     return out, out_off
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def gather(cp, offsets, mask):
     """The documents selected by ``mask``, packed."""
     n = len(mask)
@@ -270,7 +274,7 @@ def gather(cp, offsets, mask):
     return out, out_off
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def replace_rows(cp, offsets, sub_cp, sub_off, mask):
     """Documents of (cp, offsets), those in ``mask`` replaced, in order, by the packed (sub_cp, sub_off)."""
     n = len(mask)
@@ -292,3 +296,193 @@ def replace_rows(cp, offsets, sub_cp, sub_off, mask):
         else:
             out[out_off[d] : out_off[d + 1]] = cp[offsets[d] : offsets[d + 1]]
     return out, out_off
+
+
+# ---- UTF-8 <-> code points ----------------------------------------------------------------------
+# Arrow holds strings as UTF-8; the passes above work on one uint32 per character. Going through
+# Python's codecs costs two full copies and a cumulative sum; these kernels do one pass per document,
+# split over the cores.
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def utf8_decode(data, byte_offsets):
+    """Code points and per-row offsets of valid UTF-8 rows ``data[byte_offsets[i]:byte_offsets[i+1]]``."""
+    n = len(byte_offsets) - 1
+    lengths = np.zeros(n, np.int64)
+    for d in prange(n):
+        count = 0
+        for i in range(byte_offsets[d], byte_offsets[d + 1]):
+            count += (data[i] & 0xC0) != 0x80
+        lengths[d] = count
+    offsets = np.zeros(n + 1, np.int64)
+    for d in range(n):
+        offsets[d + 1] = offsets[d] + lengths[d]
+    out = np.empty(offsets[n], np.uint32)
+    for d in prange(n):
+        pos = offsets[d]
+        i = byte_offsets[d]
+        end = byte_offsets[d + 1]
+        while i < end:
+            b = np.uint32(data[i])
+            if b < 0x80:
+                out[pos] = b
+                i += 1
+            elif b < 0xE0:
+                out[pos] = ((b & 0x1F) << 6) | (np.uint32(data[i + 1]) & 0x3F)
+                i += 2
+            elif b < 0xF0:
+                out[pos] = ((b & 0x0F) << 12) | ((np.uint32(data[i + 1]) & 0x3F) << 6) | (np.uint32(data[i + 2]) & 0x3F)
+                i += 3
+            else:
+                out[pos] = (
+                    ((b & 0x07) << 18)
+                    | ((np.uint32(data[i + 1]) & 0x3F) << 12)
+                    | ((np.uint32(data[i + 2]) & 0x3F) << 6)
+                    | (np.uint32(data[i + 3]) & 0x3F)
+                )
+                i += 4
+            pos += 1
+    return out, offsets
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def utf8_encode(cp, offsets):
+    """UTF-8 bytes and per-row byte offsets of the code point rows ``cp[offsets[i]:offsets[i+1]]``."""
+    n = len(offsets) - 1
+    sizes = np.zeros(n, np.int64)
+    for d in prange(n):
+        size = 0
+        for i in range(offsets[d], offsets[d + 1]):
+            c = cp[i]
+            size += 1 + (c >= 0x80) + (c >= 0x800) + (c >= 0x10000)
+        sizes[d] = size
+    byte_offsets = np.zeros(n + 1, np.int64)
+    for d in range(n):
+        byte_offsets[d + 1] = byte_offsets[d] + sizes[d]
+    out = np.empty(byte_offsets[n], np.uint8)
+    for d in prange(n):
+        pos = byte_offsets[d]
+        for i in range(offsets[d], offsets[d + 1]):
+            c = cp[i]
+            if c < 0x80:
+                out[pos] = c
+                pos += 1
+            elif c < 0x800:
+                out[pos] = 0xC0 | (c >> 6)
+                out[pos + 1] = 0x80 | (c & 0x3F)
+                pos += 2
+            elif c < 0x10000:
+                out[pos] = 0xE0 | (c >> 12)
+                out[pos + 1] = 0x80 | ((c >> 6) & 0x3F)
+                out[pos + 2] = 0x80 | (c & 0x3F)
+                pos += 3
+            else:
+                out[pos] = 0xF0 | (c >> 18)
+                out[pos + 1] = 0x80 | ((c >> 12) & 0x3F)
+                out[pos + 2] = 0x80 | ((c >> 6) & 0x3F)
+                out[pos + 3] = 0x80 | (c & 0x3F)
+                pos += 4
+    return out, byte_offsets
+
+
+# ---- fused views --------------------------------------------------------------------------------
+# The exact layer's view and the near-duplicate view are each built in one pass per document
+# (collapse, join, template removal, truncation), split over the cores.
+
+
+@njit(inline="always", cache=True)
+def _emit(src, start, end, out, pos, first, pending, table, punct_is_space):
+    """Append src[start:end] collapsed to ``out`` at ``pos``; ``first`` is where the output document
+    begins (nothing pending there: leading separators are trimmed)."""
+    for i in range(start, end):
+        k = _cls(table, src[i])
+        if k == 1 or k == 3 or (punct_is_space and k == 2):
+            pending = pos > first
+        else:
+            if pending:
+                out[pos] = 32
+                pos += 1
+                pending = False
+            out[pos] = src[i]
+            pos += 1
+    return pos
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _pack(buf, starts, lengths):
+    n = len(lengths)
+    offsets = np.zeros(n + 1, np.int64)
+    for d in range(n):
+        offsets[d + 1] = offsets[d] + lengths[d]
+    out = np.empty(offsets[n], np.uint32)
+    for d in prange(n):
+        out[offsets[d] : offsets[d + 1]] = buf[starts[d] : starts[d] + lengths[d]]
+    return out, offsets
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def hash_view(title_cp, title_off, content_cp, content_off, table):
+    """Per document: title and content, whitespace collapsed and trimmed, joined by U+001F."""
+    n = len(title_off) - 1
+    starts = np.empty(n, np.int64)
+    lengths = np.empty(n, np.int64)
+    pos = 0
+    for d in range(n):
+        starts[d] = pos
+        pos += (title_off[d + 1] - title_off[d]) + 1 + (content_off[d + 1] - content_off[d])
+    buf = np.empty(pos, np.uint32)
+    for d in prange(n):
+        p = _emit(title_cp, title_off[d], title_off[d + 1], buf, starts[d], starts[d], False, table, False)
+        buf[p] = 0x1F
+        p += 1
+        p = _emit(content_cp, content_off[d], content_off[d + 1], buf, p, p, False, table, False)
+        lengths[d] = p - starts[d]
+    return _pack(buf, starts, lengths)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def near_view(title_cp, title_off, content_cp, content_off, span_off, span_starts, span_ends, table, min_residual, max_chars):
+    """Per document: title and content as token text (punctuation and whitespace runs as one space),
+    joined by a space, without the content's template line spans ``span_off[d]:span_off[d+1]``,
+    cut to ``max_chars``. Content whose stripped token text is shorter than ``min_residual`` keeps
+    its full text. Returns (code points, offsets, truncated, CJK count, word count) (see
+    ``cjk_counts``)."""
+    n = len(title_off) - 1
+    starts = np.empty(n, np.int64)
+    lengths = np.empty(n, np.int64)
+    truncated = np.zeros(n, np.bool_)
+    cjk = np.zeros(n, np.int64)
+    word = np.zeros(n, np.int64)
+    pos = 0
+    for d in range(n):
+        starts[d] = pos
+        pos += (title_off[d + 1] - title_off[d]) + 1 + (content_off[d + 1] - content_off[d])
+    buf = np.empty(pos, np.uint32)
+    for d in prange(n):
+        first = starts[d]
+        after_title = _emit(title_cp, title_off[d], title_off[d + 1], buf, first, first, False, table, True)
+        pending = after_title > first
+        p = after_title
+        i = content_off[d]
+        for k in range(span_off[d], span_off[d + 1]):
+            p = _emit(content_cp, i, span_starts[k], buf, p, first, pending, table, True)
+            pending = p > first
+            i = span_ends[k]
+        p = _emit(content_cp, i, content_off[d + 1], buf, p, first, pending, table, True)
+        if span_off[d + 1] > span_off[d]:
+            residual = p - after_title - (1 if after_title > first and p > after_title else 0)
+            if residual < min_residual:
+                p = _emit(content_cp, content_off[d], content_off[d + 1], buf, after_title, first, after_title > first, table, True)
+        length = p - first
+        if length > max_chars:
+            truncated[d] = True
+            length = max_chars
+        lengths[d] = length
+        # Counted here, while the document is still in cache.
+        for i in range(first, first + length):
+            c = np.int64(buf[i])
+            if _cls(table, c) == 0:
+                word[d] += 1
+                cjk[d] += _is_cjk(c)
+    out, offsets = _pack(buf, starts, lengths)
+    return out, offsets, truncated, cjk, word

@@ -1,0 +1,162 @@
+"""NFKC + lower case straight into code points, with Arrow's result, without Arrow's per-character cost.
+
+Arrow's ``utf8_normalize`` (utf8proc) costs ~35 ns per non-ASCII character: for a Chinese crawl
+hour it was the largest single cost of the cascade. Almost every character of real text folds on
+its own, independent of its neighbours: a starter that nothing composes with, mapped to the
+characters NFKC and then simple lower-casing give it (full-width letters to ASCII, the ideographic
+space to a space, ``…`` to ``...``). Those go through a lookup table built from Arrow's own
+functions at import, so the table cannot drift from the reference. A document holding any other
+character (combining marks, Hangul jamo, half-width kana with voicing marks, and the few starters
+that compose with a preceding character) is folded by Arrow itself. ``fold_codepoints(values)``
+therefore always equals ``codepoints(nfkc_lower(values))``.
+"""
+
+from __future__ import annotations
+
+import functools
+import unicodedata
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numba import njit, prange
+
+_TABLE_SIZE = 0x20000
+# Unified ideographs above the table (extensions B to I): NFKC-invariant, caseless.
+_IDEOGRAPHS_HIGH = ((0x20000, 0x2A6DF), (0x2A700, 0x2EE5D), (0x30000, 0x323AF))
+
+
+def _composing_followers() -> set[int]:
+    """Characters that can compose with the character before them (NFC_Quick_Check=Maybe)."""
+    followers = set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))  # Hangul vowel and trailing jamo
+    for code in range(0x30000):  # no canonical decomposition lies above the CJK compatibility supplement
+        decomposition = unicodedata.decomposition(chr(code))
+        if decomposition and not decomposition.startswith("<"):
+            parts = decomposition.split()
+            if len(parts) == 2:
+                followers.add(int(parts[1], 16))
+    return followers
+
+
+def _fold_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets, folded code points, context-free flag) per code point below ``_TABLE_SIZE``."""
+    codes = [c for c in range(_TABLE_SIZE) if not 0xD800 <= c <= 0xDFFF]
+    folded = pc.utf8_lower(pc.utf8_normalize(pa.array([chr(c) for c in codes]), form="NFKC")).to_pylist()
+    followers = _composing_followers()
+
+    def starter(ch: str) -> bool:
+        return unicodedata.combining(ch) == 0 and ord(ch) not in followers
+
+    lengths = np.zeros(_TABLE_SIZE, np.int64)
+    free = np.zeros(_TABLE_SIZE, np.bool_)
+    parts: list[list[int]] = [[] for _ in range(_TABLE_SIZE)]
+    for code, text in zip(codes, folded, strict=True):
+        if starter(chr(code)) and text and all(starter(ch) for ch in text):
+            free[code] = True
+            parts[code] = [ord(ch) for ch in text]
+            lengths[code] = len(text)
+    offsets = np.zeros(_TABLE_SIZE + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = np.fromiter((c for p in parts for c in p), np.uint32, count=int(offsets[-1]))
+    return offsets, data, free
+
+
+@functools.cache
+def _tables() -> tuple[np.ndarray, ...]:
+    """Built on first use (~0.2 s), not at import."""
+    offsets, data, free = _fold_table()
+    # The common case in one load: the folded character when a free character folds to exactly one.
+    single = np.full(_TABLE_SIZE, 0xFFFFFFFF, np.uint32)
+    one = free & (np.diff(offsets) == 1)
+    single[one] = data[offsets[:-1][one]]
+    return single, offsets, data, free, np.array(_IDEOGRAPHS_HIGH, np.int64)
+
+
+@njit(inline="always", cache=True)
+def _free(table_free, high, c):
+    if c < table_free.shape[0]:
+        return table_free[c]
+    for k in range(high.shape[0]):  # noqa: SIM110 (numba compiles no generator expressions)
+        if high[k, 0] <= c <= high[k, 1]:
+            return True
+    return False
+
+
+@njit(inline="always", cache=True)
+def _decode_at(data, i):
+    """(code point, byte length) of the valid UTF-8 sequence at ``data[i]``."""
+    b = np.int64(data[i])
+    if b < 0x80:
+        return b, 1
+    if b < 0xE0:
+        return ((b & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F), 2
+    if b < 0xF0:
+        return ((b & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F), 3
+    return (
+        ((b & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12) | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)
+    ), 4
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _fold_utf8(data, byte_offsets, single, table_off, table_data, table_free, high):
+    """Folded code points per UTF-8 row, and which rows need the full algorithm instead."""
+    n = len(byte_offsets) - 1
+    lengths = np.zeros(n, np.int64)
+    fallback = np.zeros(n, np.bool_)
+    size = table_free.shape[0]
+    multi = np.uint32(0xFFFFFFFF)
+    for d in prange(n):
+        length = 0
+        i = byte_offsets[d]
+        end = byte_offsets[d + 1]
+        while i < end:
+            c, width = _decode_at(data, i)
+            i += width
+            if c < size and single[c] != multi:
+                length += 1
+            elif _free(table_free, high, c):
+                length += (table_off[c + 1] - table_off[c]) if c < size else 1
+            else:
+                fallback[d] = True
+                length = 0
+                break
+        lengths[d] = length
+    out_off = np.zeros(n + 1, np.int64)
+    for d in range(n):
+        out_off[d + 1] = out_off[d] + lengths[d]
+    out = np.empty(out_off[n], np.uint32)
+    for d in prange(n):
+        if fallback[d]:
+            continue
+        pos = out_off[d]
+        i = byte_offsets[d]
+        end = byte_offsets[d + 1]
+        while i < end:
+            c, width = _decode_at(data, i)
+            i += width
+            if c < size and single[c] != multi:
+                out[pos] = single[c]
+                pos += 1
+            elif c < size:
+                for k in range(table_off[c], table_off[c + 1]):
+                    out[pos] = table_data[k]
+                    pos += 1
+            else:
+                out[pos] = c
+                pos += 1
+    return out, out_off, fallback
+
+
+def fold_codepoints(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """Code points and offsets of NFKC + lower-cased ``values`` (nulls as empty strings)."""
+    from dedup_tasks.fingerprint.hashing import codepoints, utf8_buffers
+    from dedup_tasks.normalize import codepoint_kernels as ck
+    from dedup_tasks.normalize.text import as_string_array, nfkc_lower
+
+    values = as_string_array(values)
+    data, byte_offsets = utf8_buffers(values)
+    folded, folded_off, fallback = _fold_utf8(data, byte_offsets, *_tables())
+    if not fallback.any():
+        return folded, folded_off
+    slow_cp, slow_off = codepoints(nfkc_lower(values.filter(pa.array(fallback))))
+    return ck.replace_rows(folded, folded_off, slow_cp, slow_off, fallback)

@@ -1,0 +1,101 @@
+"""The compiled views equal the Arrow/reference compositions they replace."""
+
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from dedup_tasks.fingerprint.content_hash import content_hashes
+from dedup_tasks.fingerprint.hashing import codepoints, strings_from_codepoints
+from dedup_tasks.normalize import codepoint_kernels as ck
+from dedup_tasks.normalize.fold import fold_codepoints
+from dedup_tasks.normalize.text import (
+    collapse_codepoints,
+    detect_lang,
+    near_view,
+    nfkc_lower,
+    site_codes_of,
+    strip_lines,
+    template_lines,
+)
+
+
+def _same(a, b):
+    assert np.array_equal(a[1], b[1])
+    assert np.array_equal(a[0], b[0])
+
+
+def test_fold_equals_arrow_nfkc_lower_on_every_character_alone():
+    chars = [chr(c) for c in range(0x30000) if not 0xD800 <= c <= 0xDFFF]
+    values = pa.array(chars + [None, ""])
+    _same(fold_codepoints(values), codepoints(nfkc_lower(values)))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fold_equals_arrow_where_neighbours_interact(seed):
+    # Combining marks, Hangul jamo, voiced half-width kana and the starters that compose with
+    # what precedes them send their document to Arrow; everything else is folded by the table.
+    rng = random.Random(seed)
+    interacting = [0x301, 0x308, 0x1100, 0x1161, 0x11A8, 0xFF76, 0xFF9E, 0x0B3E, 0x0CD5, 0x3099, 0x212B, 0xFB01]
+    pool = [0x41, 0x65, 0x49, 0x130, 0x3A3, 0x4E2D, 0xFF21, 0x3000, 0x2026, 0x1D400, 0x20000, 0x2F800, 0xAC00] + interacting
+    docs = ["".join(chr(rng.choice(pool)) for _ in range(rng.randint(0, 6))) for _ in range(5000)]
+    values = pa.array(docs)
+    _same(fold_codepoints(values), codepoints(nfkc_lower(values)))
+
+
+def test_utf8_kernels_round_trip_every_width():
+    values = pa.array(["a😀b", "", "𠀀中文", "x", "ÀÉ€", None]).fill_null("")
+    cp, offsets = codepoints(values)
+    assert offsets.tolist() == [0, 3, 3, 6, 7, 10, 10]
+    assert cp[:3].tolist() == [0x61, 0x1F600, 0x62]
+    assert strings_from_codepoints(cp, offsets).to_pylist() == values.to_pylist()
+    sliced = values.slice(2, 2)
+    assert strings_from_codepoints(*codepoints(sliced)).to_pylist() == ["𠀀中文", "x"]
+
+
+def test_hash_view_hashes_like_title_separator_content():
+    title, content = pa.array(["A  Title ", "", "t"]), pa.array([" Body\n text", "only body", ""])
+    t = collapse_codepoints(*codepoints(nfkc_lower(title)), punctuation=False)
+    c = collapse_codepoints(*codepoints(nfkc_lower(content)), punctuation=False)
+    sep = np.array([0x1F], np.uint32)
+    joined = [np.concatenate([t[0][t[1][i] : t[1][i + 1]], sep, c[0][c[1][i] : c[1][i + 1]]]) for i in range(3)]
+    offsets = np.concatenate([[0], np.cumsum([len(j) for j in joined])])
+    view = ck.hash_view(*fold_codepoints(title), *fold_codepoints(content), ck.CLASSES)
+    _same(view, (np.concatenate(joined), offsets))
+    assert np.array_equal(content_hashes(*view), content_hashes(np.concatenate(joined), offsets))
+
+
+def _reference_near_view(titles, contents, sites, max_chars):
+    title_tok = collapse_codepoints(*codepoints(nfkc_lower(titles)), punctuation=True)
+    cp, off = codepoints(nfkc_lower(contents))
+    doc, line_hash, _, _ = ck.token_lines(cp, off, ck.CLASSES)
+    templates = template_lines(doc, line_hash, site_codes_of(sites)[doc])
+    content_tok = strip_lines(cp, off, templates)
+    near = ck.join_pairs(*title_tok, *content_tok)
+    return ck.truncate(*near, max_chars), templates
+
+
+def test_near_view_equals_strip_join_truncate():
+    rng = random.Random(3)
+    header, footer = "Home | World | Sports", "© 2026 Example. All rights reserved."
+    words = ["alpha", "beta", "中文", "新闻", "gamma,", "delta!", "ＦＵＬＬ", "e\u0301"]
+    titles, contents, sites = [], [], []
+    for i in range(400):
+        body = "\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(0, 4)))
+        site = f"s{i % 7}.com"
+        if i % 3 == 0:
+            body = f"{header}\n{body}\n{footer}"
+        titles.append("" if i % 11 == 0 else f"Title {i % 5}: {rng.choice(words)}")
+        contents.append(body)
+        sites.append(site)
+    titles, contents, sites = pa.array(titles), pa.array(contents), np.array(sites, object)
+    (expected, templates) = _reference_near_view(titles, contents, sites, 60)
+    content = fold_codepoints(contents)
+    lines = ck.token_lines(*content, ck.CLASSES)
+    cp, off, truncated, cjk, word = near_view(fold_codepoints(titles), content, lines, templates, max_chars=60)
+    assert len(templates) > 0 and truncated.any()
+    _same((cp, off), expected)
+    assert truncated.tolist() == (np.diff(_reference_near_view(titles, contents, sites, 10**9)[0][1]) > 60).tolist()
+    assert np.array_equal(np.stack([cjk, word]), np.stack(ck.cjk_counts(cp, off, ck.CLASSES)))
+    assert detect_lang(cp, off).tolist().count("zh") > 0
