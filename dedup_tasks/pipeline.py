@@ -22,7 +22,15 @@ from dedup_tasks.fingerprint.content_hash import content_hashes
 from dedup_tasks.fingerprint.hashing import strings_from_codepoints
 from dedup_tasks.io import BatchPaths, read_input, write_json, write_parquet_dir
 from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
-from dedup_tasks.layers.base import PRIVATE_PREFIX, REASON, add_reason, decision_rows, set_column, strings_np
+from dedup_tasks.layers.base import (
+    PRIVATE_PREFIX,
+    REASON,
+    NearText,
+    add_reason,
+    decision_rows,
+    set_column,
+    strings_np,
+)
 from dedup_tasks.layers.minhash import signatures_of
 from dedup_tasks.normalize import codepoint_kernels as ck
 from dedup_tasks.normalize.fold import fold_codepoints
@@ -83,6 +91,15 @@ class BatchResult:
 
 def prepare(table: pa.Table, config: DedupConfig, source: str = "batch") -> pa.Table:
     """Validate against the contract, sort into batch order, and add the per-row views all layers use."""
+    return prepare_with_text(table, config, source)[0]
+
+
+# Above this many bytes of code points the layers decode the near-duplicate text column instead.
+NEAR_TEXT_CACHE_BYTES = 256 << 20
+
+
+def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch") -> tuple[pa.Table, NearText | None]:
+    """``prepare``, plus the near-duplicate view as code points when it fits NEAR_TEXT_CACHE_BYTES."""
     table = conform_schema(table, source)
     table, repaired = repair_text(table, source)
     check_rows(table, source)
@@ -109,7 +126,8 @@ def prepare(table: pa.Table, config: DedupConfig, source: str = "batch") -> pa.T
     templates = template_lines(line_doc, line_hash, site_codes[line_doc])
 
     # Pass 2: the near-duplicate view, title and content without template lines.
-    near_parts, lang_parts = [], []
+    near_parts, lang_parts, near_cps = [], [], []
+    cached_bytes = 0
     empty = np.zeros(n, bool)
     too_long = np.zeros(n, bool)
     given = batch.column("lang") if "lang" in batch.column_names else None
@@ -124,13 +142,26 @@ def prepare(table: pa.Table, config: DedupConfig, source: str = "batch") -> pa.T
         near_cp, near_off, too_long[start:end], cjk, word = near_view(title, content, lines, templates, max_chars=MAX_NEAR_CHARS)
         empty[start:end] = np.diff(near_off) == 0
         near_parts.append(strings_from_codepoints(near_cp, near_off))
+        cached_bytes += near_cp.nbytes
+        near_cps.append((near_cp, near_off) if cached_bytes <= NEAR_TEXT_CACHE_BYTES else None)
         lang_parts.append(lang_from_counts(cjk, word, given.slice(start, end - start) if given is not None else None))
     batch = set_column(batch, "_empty", pa.array(empty))
     batch = set_column(batch, "_near_text", pa.chunked_array(near_parts, pa.string()) if near_parts else pa.array([], pa.string()))
     batch = set_column(batch, "_lang", pa.array(np.concatenate(lang_parts) if lang_parts else np.empty(0, object), pa.string()))
     if too_long.any():
         batch = add_reason(batch, too_long, LONG_REASON.format(MAX_NEAR_CHARS))
-    return add_reason(batch, repaired, REPAIRED_REASON)
+    return add_reason(batch, repaired, REPAIRED_REASON), _near_text_cache(near_cps)
+
+
+def _near_text_cache(parts: list[tuple[np.ndarray, np.ndarray] | None]) -> NearText | None:
+    if not parts or any(part is None for part in parts):
+        return None
+    if len(parts) == 1:
+        return NearText(*parts[0])
+    lengths = np.concatenate([np.diff(off) for _, off in parts])
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return NearText(np.concatenate([cp for cp, _ in parts]), offsets)
 
 
 PREPARE_CHUNK_DOCS = 20_000
@@ -276,7 +307,7 @@ def run_batch(
     ctx = LayerContext(batch_id, config, registry)
     registry.begin(batch_id)
     t0 = time.perf_counter()
-    prepared = prepare(table, config, source)
+    prepared, ctx.near_text = prepare_with_text(table, config, source)
     prep_stats = LayerStats("prepare", table.num_rows, 0, time.perf_counter() - t0)
     if on_layer:
         on_layer(prep_stats)

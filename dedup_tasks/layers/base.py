@@ -26,10 +26,28 @@ PRIVATE_PREFIX = "_"
 
 
 @dataclass
+class NearText:
+    """The near-duplicate view as code points for every row of the batch (indexed by ``_row``).
+
+    Kept in memory between the layers of one process so the near-duplicate layers need not decode
+    the ``_near_text`` column again; the Airflow tasks, one process per layer, decode it instead.
+    """
+
+    codepoints: np.ndarray
+    offsets: np.ndarray
+
+    def take(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        from dedup_tasks.normalize.codepoint_kernels import take_rows
+
+        return take_rows(self.codepoints, self.offsets, np.asarray(rows, np.int64))
+
+
+@dataclass
 class LayerContext:
     batch_id: str
     config: DedupConfig
     registry: Registry
+    near_text: NearText | None = None
 
 
 @dataclass

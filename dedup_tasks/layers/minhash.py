@@ -12,6 +12,7 @@ from dedup_tasks.layers.base import (
     Drops,
     Layer,
     LayerContext,
+    NearText,
     add_reason,
     set_column,
     strings_np,
@@ -22,7 +23,7 @@ NO_SHINGLES_REASON = "no text to shingle: MinHash not applied"
 
 
 def minhash_rows(
-    batch: pa.Table, hasher: MinHasher, zh_chars: int, en_words: int
+    batch: pa.Table, hasher: MinHasher, zh_chars: int, en_words: int, cache: NearText | None = None
 ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Signatures (n, num_perm) uint32, shingle count per row, and the rows' shingle hashes + offsets.
 
@@ -32,7 +33,7 @@ def minhash_rows(
     counts = np.zeros(batch.num_rows, np.int64)
     set_parts, set_counts = [], []
     for start, end in chunks(batch.num_rows):
-        cp, offsets, modes = near_text_codepoints(batch.slice(start, end - start), kernels.CHARS)
+        cp, offsets, modes = near_text_codepoints(batch.slice(start, end - start), kernels.CHARS, cache=cache)
         per_doc = kernels.count_shingles(cp, offsets, modes, en_words, zh_chars)
         out_offsets = np.zeros(len(per_doc) + 1, np.int64)
         np.cumsum(per_doc, out=out_offsets[1:])
@@ -70,7 +71,7 @@ class MinHashLayer(Layer):
         cfg = self.config
         n = batch.num_rows
         hasher = MinHasher(cfg.minhash_num_perm, cfg.minhash_seed, cfg.minhash_bands, cfg.minhash_rows)
-        sig, counts, sets = minhash_rows(batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words)
+        sig, counts, sets = minhash_rows(batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words, ctx.near_text)
         has = counts > 0
         keys = hasher.band_keys(sig)
         batch = set_column(batch, "_minhash", signature_column(sig))

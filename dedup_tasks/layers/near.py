@@ -8,23 +8,28 @@ import pyarrow.compute as pc
 
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.hashing import codepoints
-from dedup_tasks.layers.base import Drops, column_np, first_match_per_query, set_column, strings_np
+from dedup_tasks.layers.base import Drops, NearText, column_np, first_match_per_query, set_column, strings_np
 from dedup_tasks.normalize.tokens import segment_words
 
 CHUNK_DOCS = 20_000
 
 
-def near_text_codepoints(batch: pa.Table, zh_mode: int, segment_zh: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def near_text_codepoints(
+    batch: pa.Table, zh_mode: int, segment_zh: bool = False, cache: NearText | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(code points, offsets, per-row mode) of the rows' near-duplicate text (column ``_near_text``).
 
     The column is UTF-8 rather than a list of code points: a quarter of the bytes for every filter,
-    work file and survivor copy between layers, for one decode here.
+    work file and survivor copy between layers, for one decode here (or none, from ``cache``).
     """
     text = batch.column("_near_text")
     is_zh = strings_np(batch, "_lang") == "zh"
     if segment_zh and is_zh.any():
-        text = segment_words(text, is_zh)
-    cp, offsets = codepoints(text)
+        cp, offsets = codepoints(segment_words(text, is_zh))
+    elif cache is not None:
+        cp, offsets = cache.take(batch.column("_row").to_numpy())
+    else:
+        cp, offsets = codepoints(text)
     modes = np.where(is_zh, zh_mode, kernels.WORDS).astype(np.int64)
     return cp, offsets, modes
 

@@ -12,6 +12,7 @@ from dedup_tasks.layers.base import (
     Drops,
     Layer,
     LayerContext,
+    NearText,
     add_reason,
     set_column,
     strings_np,
@@ -21,11 +22,12 @@ from dedup_tasks.layers.near import NearDupDecisions, chunks, near_text_codepoin
 SHORT_REASON = "short text: not dropped on SimHash alone"
 
 
-def simhash_rows(batch: pa.Table, zh_features: str, word_ngram: int = 2) -> np.ndarray:
+def simhash_rows(batch: pa.Table, zh_features: str, word_ngram: int = 2, cache: NearText | None = None) -> np.ndarray:
     jieba = zh_features == "jieba"
     out = np.zeros(batch.num_rows, np.uint64)
     for start, end in chunks(batch.num_rows):
-        cp, offsets, modes = near_text_codepoints(batch.slice(start, end - start), kernels.WORDS if jieba else kernels.CHARS, jieba)
+        rows = batch.slice(start, end - start)
+        cp, offsets, modes = near_text_codepoints(rows, kernels.WORDS if jieba else kernels.CHARS, jieba, cache)
         out[start:end] = kernels.weighted_simhash(cp, offsets, modes, 2, word_ngram)
     return out
 
@@ -40,7 +42,7 @@ class SimHashLayer(Layer):
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         cfg = self.config
         n = batch.num_rows
-        sims = simhash_rows(batch, cfg.simhash_zh_features, cfg.simhash_word_ngram)
+        sims = simhash_rows(batch, cfg.simhash_zh_features, cfg.simhash_word_ngram, ctx.near_text)
         length = text_lengths(batch)
         reliable = length >= cfg.simhash_min_chars
         has = length > 0

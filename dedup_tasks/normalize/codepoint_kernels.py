@@ -274,6 +274,19 @@ def gather(cp, offsets, mask):
     return out, out_off
 
 
+@njit(parallel=True, nogil=True, cache=True)
+def take_rows(cp, offsets, rows):
+    """The documents ``rows`` (indices, any order), packed."""
+    n = len(rows)
+    out_off = np.zeros(n + 1, np.int64)
+    for k in range(n):
+        out_off[k + 1] = out_off[k] + offsets[rows[k] + 1] - offsets[rows[k]]
+    out = np.empty(out_off[n], np.uint32)
+    for k in prange(n):
+        out[out_off[k] : out_off[k + 1]] = cp[offsets[rows[k]] : offsets[rows[k] + 1]]
+    return out, out_off
+
+
 @njit(nogil=True, cache=True)
 def replace_rows(cp, offsets, sub_cp, sub_off, mask):
     """Documents of (cp, offsets), those in ``mask`` replaced, in order, by the packed (sub_cp, sub_off)."""
