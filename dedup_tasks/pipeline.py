@@ -181,7 +181,7 @@ def _fold_and_hash(batch: pa.Table, chunks: list[tuple[int, int]]) -> tuple[np.n
         rows = batch.slice(start, end - start)
         title = fold_codepoints(rows.column("title"))
         content = fold_codepoints(rows.column("content"))
-        hashes[start:end] = content_hashes(*ck.hash_view(*title, *content, ck.CLASSES))
+        hashes[start:end] = content_hashes(*ck.hash_view(*title, *content, ck.SPACE_SEPARATORS))
         lines = ck.token_lines(*content, ck.CLASSES)
         line_docs.append(lines[0] + start)
         line_hashes.append(lines[1])

@@ -31,7 +31,7 @@ def content_hashes_of_text(title: pa.Array, content: pa.Array) -> np.ndarray:
     from dedup_tasks.normalize import codepoint_kernels as ck
     from dedup_tasks.normalize.fold import fold_codepoints
 
-    return content_hashes(*ck.hash_view(*fold_codepoints(title), *fold_codepoints(content), ck.CLASSES))
+    return content_hashes(*ck.hash_view(*fold_codepoints(title), *fold_codepoints(content), ck.SPACE_SEPARATORS))
 
 
 def hash128_key(hashes: np.ndarray) -> np.ndarray:

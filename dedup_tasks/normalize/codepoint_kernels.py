@@ -403,21 +403,32 @@ def utf8_encode(cp, offsets):
 # (collapse, join, template removal, truncation), split over the cores.
 
 
+# Separator flags per code point, for the fused views: whitespace and line breaks; and those plus
+# punctuation and symbols (token text).
+SPACE_SEPARATORS = ((CLASSES == SPACE) | (CLASSES == NEWLINE)).astype(np.uint8)
+TOKEN_SEPARATORS = ((CLASSES == SPACE) | (CLASSES == NEWLINE) | (CLASSES == PUNCT)).astype(np.uint8)
+
+
 @njit(inline="always", cache=True)
-def _emit(src, start, end, out, pos, first, pending, table, punct_is_space):
-    """Append src[start:end] collapsed to ``out`` at ``pos``; ``first`` is where the output document
-    begins (nothing pending there: leading separators are trimmed)."""
+def _emit(src, start, end, out, pos, first, pending, separators):
+    """Append src[start:end] collapsed (separator runs to one space) to ``out`` at ``pos``; ``first``
+    is where the output document begins (leading separators are trimmed). Returns the new ``pos``.
+
+    Branch-free: a mispredicted branch at every word boundary cost more than the loop's work. The
+    stores at ``pos`` that do not advance it are overwritten later, and stay inside the document's
+    region: output never outruns the input consumed.
+    """
+    size = separators.shape[0]
     for i in range(start, end):
-        k = _cls(table, src[i])
-        if k == 1 or k == 3 or (punct_is_space and k == 2):
-            pending = pos > first
-        else:
-            if pending:
-                out[pos] = 32
-                pos += 1
-                pending = False
-            out[pos] = src[i]
-            pos += 1
+        c = src[i]
+        ci = np.int64(c)
+        sep = np.int64(separators[ci]) if ci < size else np.int64(0)
+        word = 1 - sep
+        out[pos] = 32
+        pos += pending & word
+        out[pos] = c
+        pos += word
+        pending = sep & np.int64(pos > first)
     return pos
 
 
@@ -434,7 +445,7 @@ def _pack(buf, starts, lengths):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def hash_view(title_cp, title_off, content_cp, content_off, table):
+def hash_view(title_cp, title_off, content_cp, content_off, separators):
     """Per document: title and content, whitespace collapsed and trimmed, joined by U+001F."""
     n = len(title_off) - 1
     starts = np.empty(n, np.int64)
@@ -443,18 +454,18 @@ def hash_view(title_cp, title_off, content_cp, content_off, table):
     for d in range(n):
         starts[d] = pos
         pos += (title_off[d + 1] - title_off[d]) + 1 + (content_off[d + 1] - content_off[d])
-    buf = np.empty(pos, np.uint32)
+    buf = np.empty(pos + 1, np.uint32)
     for d in prange(n):
-        p = _emit(title_cp, title_off[d], title_off[d + 1], buf, starts[d], starts[d], False, table, False)
+        p = _emit(title_cp, title_off[d], title_off[d + 1], buf, starts[d], starts[d], 0, separators)
         buf[p] = 0x1F
         p += 1
-        p = _emit(content_cp, content_off[d], content_off[d + 1], buf, p, p, False, table, False)
+        p = _emit(content_cp, content_off[d], content_off[d + 1], buf, p, p, 0, separators)
         lengths[d] = p - starts[d]
     return _pack(buf, starts, lengths)
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def near_view(title_cp, title_off, content_cp, content_off, span_off, span_starts, span_ends, table, min_residual, max_chars):
+def near_view(title_cp, title_off, content_cp, content_off, span_off, span_starts, span_ends, separators, table, min_residual, max_chars):
     """Per document: title and content as token text (punctuation and whitespace runs as one space),
     joined by a space, without the content's template line spans ``span_off[d]:span_off[d+1]``,
     cut to ``max_chars``. Content whose stripped token text is shorter than ``min_residual`` keeps
@@ -470,22 +481,22 @@ def near_view(title_cp, title_off, content_cp, content_off, span_off, span_start
     for d in range(n):
         starts[d] = pos
         pos += (title_off[d + 1] - title_off[d]) + 1 + (content_off[d + 1] - content_off[d])
-    buf = np.empty(pos, np.uint32)
+    buf = np.empty(pos + 1, np.uint32)
     for d in prange(n):
         first = starts[d]
-        after_title = _emit(title_cp, title_off[d], title_off[d + 1], buf, first, first, False, table, True)
-        pending = after_title > first
+        after_title = _emit(title_cp, title_off[d], title_off[d + 1], buf, first, first, 0, separators)
+        pending = np.int64(after_title > first)
         p = after_title
         i = content_off[d]
         for k in range(span_off[d], span_off[d + 1]):
-            p = _emit(content_cp, i, span_starts[k], buf, p, first, pending, table, True)
-            pending = p > first
+            p = _emit(content_cp, i, span_starts[k], buf, p, first, pending, separators)
+            pending = np.int64(p > first)
             i = span_ends[k]
-        p = _emit(content_cp, i, content_off[d + 1], buf, p, first, pending, table, True)
+        p = _emit(content_cp, i, content_off[d + 1], buf, p, first, pending, separators)
         if span_off[d + 1] > span_off[d]:
             residual = p - after_title - (1 if after_title > first and p > after_title else 0)
             if residual < min_residual:
-                p = _emit(content_cp, content_off[d], content_off[d + 1], buf, after_title, first, after_title > first, table, True)
+                p = _emit(content_cp, content_off[d], content_off[d + 1], buf, after_title, first, np.int64(after_title > first), separators)
         length = p - first
         if length > max_chars:
             truncated[d] = True

@@ -129,7 +129,7 @@ def near_view(
     boiler = np.isin(line_hash, templates) if len(templates) else np.zeros(len(line_hash), bool)
     n = len(title[1]) - 1
     span_off = np.searchsorted(doc[boiler], np.arange(n + 1)).astype(np.int64)
-    return ck.near_view(*title, *content, span_off, starts[boiler], ends[boiler], ck.CLASSES, min_residual, max_chars)
+    return ck.near_view(*title, *content, span_off, starts[boiler], ends[boiler], ck.TOKEN_SEPARATORS, ck.CLASSES, min_residual, max_chars)
 
 
 def strip_boilerplate(

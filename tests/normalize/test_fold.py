@@ -61,7 +61,7 @@ def test_hash_view_hashes_like_title_separator_content():
     sep = np.array([0x1F], np.uint32)
     joined = [np.concatenate([t[0][t[1][i] : t[1][i + 1]], sep, c[0][c[1][i] : c[1][i + 1]]]) for i in range(3)]
     offsets = np.concatenate([[0], np.cumsum([len(j) for j in joined])])
-    view = ck.hash_view(*fold_codepoints(title), *fold_codepoints(content), ck.CLASSES)
+    view = ck.hash_view(*fold_codepoints(title), *fold_codepoints(content), ck.SPACE_SEPARATORS)
     _same(view, (np.concatenate(joined), offsets))
     assert np.array_equal(content_hashes(*view), content_hashes(np.concatenate(joined), offsets))
 
@@ -97,5 +97,5 @@ def test_near_view_equals_strip_join_truncate():
     assert len(templates) > 0 and truncated.any()
     _same((cp, off), expected)
     assert truncated.tolist() == (np.diff(_reference_near_view(titles, contents, sites, 10**9)[0][1]) > 60).tolist()
-    assert np.array_equal(np.stack([cjk, word]), np.stack(ck.cjk_counts(cp, off, ck.CLASSES)))
+    assert np.array_equal(np.stack([cjk, word]), np.stack(ck.cjk_counts(cp, off, ck.SPACE_SEPARATORS)))
     assert detect_lang(cp, off).tolist().count("zh") > 0
