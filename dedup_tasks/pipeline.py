@@ -34,8 +34,9 @@ from dedup_tasks.layers.base import (
 from dedup_tasks.layers.minhash import signatures_of
 from dedup_tasks.normalize import codepoint_kernels as ck
 from dedup_tasks.normalize.fold import fold_codepoints
-from dedup_tasks.normalize.text import lang_from_counts, near_view, site_codes_of, template_lines
+from dedup_tasks.normalize.text import lang_from_counts, site_codes_of, template_lines
 from dedup_tasks.normalize.url import url_keys
+from dedup_tasks.normalize.views import hash_view, near_view
 from dedup_tasks.registry.base import Fingerprints, Registry
 
 REPAIRED_REASON = "invalid UTF-8 replaced with U+FFFD"
@@ -181,7 +182,7 @@ def _fold_and_hash(batch: pa.Table, chunks: list[tuple[int, int]]) -> tuple[np.n
         rows = batch.slice(start, end - start)
         title = fold_codepoints(rows.column("title"))
         content = fold_codepoints(rows.column("content"))
-        hashes[start:end] = content_hashes(*ck.hash_view(*title, *content, ck.SPACE_SEPARATORS))
+        hashes[start:end] = content_hashes(*hash_view(title, content))
         lines = ck.token_lines(*content, ck.CLASSES)
         line_docs.append(lines[0] + start)
         line_hashes.append(lines[1])

@@ -49,17 +49,17 @@ def utf8_buffers(values: pa.StringArray | pa.LargeStringArray) -> tuple[np.ndarr
 
 def codepoints(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """All strings of ``values`` as one uint32 code point array, and int64 offsets per row."""
-    from dedup_tasks.normalize.codepoint_kernels import utf8_decode
+    from dedup_tasks.normalize.views import decode_utf8
 
-    return utf8_decode(*utf8_buffers(as_string_array(values)))
+    return decode_utf8(*utf8_buffers(as_string_array(values)))
 
 
 def strings_from_codepoints(cp: np.ndarray, offsets: np.ndarray) -> pa.StringArray:
     """The inverse of ``codepoints``: build an Arrow string array without a per-row Python loop."""
-    from dedup_tasks.normalize.codepoint_kernels import utf8_encode
+    from dedup_tasks.normalize.views import encode_utf8
 
     n = len(offsets) - 1
-    utf8, byte_offsets = utf8_encode(np.ascontiguousarray(cp, dtype=np.uint32), np.asarray(offsets, np.int64))
+    utf8, byte_offsets = encode_utf8(np.ascontiguousarray(cp, dtype=np.uint32), np.asarray(offsets, np.int64))
     typ = pa.string() if byte_offsets[-1] < 2**31 else pa.large_string()
     dtype = np.int32 if typ == pa.string() else np.int64
     return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(byte_offsets.astype(dtype)), pa.py_buffer(utf8)])

@@ -150,11 +150,17 @@ def _powers(n):
     return out
 
 
-@njit(parallel=True, cache=True)
 def shingle_hashes(cp, offsets, modes, n_words, n_chars, out_offsets):
     """64-bit hash of every shingle, documents' shingles contiguous at out_offsets."""
+    # Allocated by numpy (transparent huge pages), filled by the kernel.
+    out = np.empty(int(out_offsets[-1]), np.uint64)
+    _shingle_hashes_into(cp, offsets, modes, n_words, n_chars, out_offsets, out)
+    return out
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _shingle_hashes_into(cp, offsets, modes, n_words, n_chars, out_offsets, out):
     n_docs = len(offsets) - 1
-    out = np.empty(out_offsets[-1], np.uint64)
     longest = 0
     for d in range(n_docs):
         longest = max(longest, offsets[d + 1] - offsets[d])
@@ -183,15 +189,19 @@ def shingle_hashes(cp, offsets, modes, n_words, n_chars, out_offsets):
             width = n_words if m >= n_words else m
             for k in range(total):
                 out[pos + k] = _span_from_prefix(prefix, powers, starts[k] - start, ends[k + width - 1] - start)
-    return out
 
 
-@njit(parallel=True, cache=True)
 def minhash_signatures(hashes64, offsets, perm_a, perm_b):
     """datasketch 'affine32' MinHash: h32 = top 32 bits of the shingle hash, fmix32, a*h+b mod 2^32, min."""
+    sig = np.full((len(offsets) - 1, len(perm_a)), np.uint32(0xFFFFFFFF), np.uint32)
+    _minhash_into(hashes64, offsets, perm_a, perm_b, sig)
+    return sig
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _minhash_into(hashes64, offsets, perm_a, perm_b, sig):
     n_docs = len(offsets) - 1
     num_perm = len(perm_a)
-    sig = np.full((n_docs, num_perm), np.uint32(0xFFFFFFFF), np.uint32)
     for d in prange(n_docs):
         row = sig[d]
         for s in range(offsets[d], offsets[d + 1]):
@@ -200,7 +210,6 @@ def minhash_signatures(hashes64, offsets, perm_a, perm_b):
                 v = np.uint32((np.uint64(perm_a[k]) * np.uint64(hv) + np.uint64(perm_b[k])) & np.uint64(0xFFFFFFFF))
                 if v < row[k]:
                     row[k] = v
-    return sig
 
 
 @njit(parallel=True, cache=True)

@@ -37,9 +37,9 @@ class NearText:
     offsets: np.ndarray
 
     def take(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        from dedup_tasks.normalize.codepoint_kernels import take_rows
+        from dedup_tasks.normalize.views import take_rows
 
-        return take_rows(self.codepoints, self.offsets, np.asarray(rows, np.int64))
+        return take_rows(self.codepoints, self.offsets, rows)
 
 
 @dataclass

@@ -275,16 +275,10 @@ def gather(cp, offsets, mask):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def take_rows(cp, offsets, rows):
-    """The documents ``rows`` (indices, any order), packed."""
-    n = len(rows)
-    out_off = np.zeros(n + 1, np.int64)
-    for k in range(n):
-        out_off[k + 1] = out_off[k] + offsets[rows[k] + 1] - offsets[rows[k]]
-    out = np.empty(out_off[n], np.uint32)
-    for k in prange(n):
-        out[out_off[k] : out_off[k + 1]] = cp[offsets[rows[k]] : offsets[rows[k] + 1]]
-    return out, out_off
+def take_rows_into(cp, offsets, rows, out, out_offsets):
+    """The documents ``rows`` (indices, any order), packed into ``out`` at ``out_offsets``."""
+    for k in prange(len(rows)):
+        out[out_offsets[k] : out_offsets[k + 1]] = cp[offsets[rows[k]] : offsets[rows[k] + 1]]
 
 
 @njit(nogil=True, cache=True)
@@ -315,11 +309,15 @@ def replace_rows(cp, offsets, sub_cp, sub_off, mask):
 # Arrow holds strings as UTF-8; the passes above work on one uint32 per character. Going through
 # Python's codecs costs two full copies and a cumulative sum; these kernels do one pass per document,
 # split over the cores.
+#
+# Large outputs are allocated by the caller with numpy (``*_into`` kernels, see ``views``): numpy
+# asks the kernel for transparent huge pages, numba's allocator does not, and first-touch page
+# faults on 4 KiB pages cost more than some of the passes themselves on this VM.
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def utf8_decode(data, byte_offsets):
-    """Code points and per-row offsets of valid UTF-8 rows ``data[byte_offsets[i]:byte_offsets[i+1]]``."""
+def utf8_lengths(data, byte_offsets):
+    """Code point count of each valid UTF-8 row ``data[byte_offsets[i]:byte_offsets[i+1]]``."""
     n = len(byte_offsets) - 1
     lengths = np.zeros(n, np.int64)
     for d in prange(n):
@@ -327,10 +325,13 @@ def utf8_decode(data, byte_offsets):
         for i in range(byte_offsets[d], byte_offsets[d + 1]):
             count += (data[i] & 0xC0) != 0x80
         lengths[d] = count
-    offsets = np.zeros(n + 1, np.int64)
-    for d in range(n):
-        offsets[d + 1] = offsets[d] + lengths[d]
-    out = np.empty(offsets[n], np.uint32)
+    return lengths
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def utf8_decode_into(data, byte_offsets, out, offsets):
+    """Code points of each valid UTF-8 row at ``out[offsets[i]:]`` (counts from ``utf8_lengths``)."""
+    n = len(byte_offsets) - 1
     for d in prange(n):
         pos = offsets[d]
         i = byte_offsets[d]
@@ -355,12 +356,11 @@ def utf8_decode(data, byte_offsets):
                 )
                 i += 4
             pos += 1
-    return out, offsets
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def utf8_encode(cp, offsets):
-    """UTF-8 bytes and per-row byte offsets of the code point rows ``cp[offsets[i]:offsets[i+1]]``."""
+def utf8_sizes(cp, offsets):
+    """UTF-8 byte length of each code point row ``cp[offsets[i]:offsets[i+1]]``."""
     n = len(offsets) - 1
     sizes = np.zeros(n, np.int64)
     for d in prange(n):
@@ -369,10 +369,13 @@ def utf8_encode(cp, offsets):
             c = cp[i]
             size += 1 + (c >= 0x80) + (c >= 0x800) + (c >= 0x10000)
         sizes[d] = size
-    byte_offsets = np.zeros(n + 1, np.int64)
-    for d in range(n):
-        byte_offsets[d + 1] = byte_offsets[d] + sizes[d]
-    out = np.empty(byte_offsets[n], np.uint8)
+    return sizes
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def utf8_encode_into(cp, offsets, out, byte_offsets):
+    """UTF-8 of each code point row at ``out[byte_offsets[i]:]`` (sizes from ``utf8_sizes``)."""
+    n = len(offsets) - 1
     for d in prange(n):
         pos = byte_offsets[d]
         for i in range(offsets[d], offsets[d + 1]):
@@ -395,7 +398,6 @@ def utf8_encode(cp, offsets):
                 out[pos + 2] = 0x80 | ((c >> 6) & 0x3F)
                 out[pos + 3] = 0x80 | (c & 0x3F)
                 pos += 4
-    return out, byte_offsets
 
 
 # ---- fused views --------------------------------------------------------------------------------
@@ -433,55 +435,41 @@ def _emit(src, start, end, out, pos, first, pending, separators):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _pack(buf, starts, lengths):
-    n = len(lengths)
-    offsets = np.zeros(n + 1, np.int64)
-    for d in range(n):
-        offsets[d + 1] = offsets[d] + lengths[d]
-    out = np.empty(offsets[n], np.uint32)
-    for d in prange(n):
+def pack_into(buf, starts, lengths, out, offsets):
+    """Copy each document's ``buf[starts[d]:starts[d]+lengths[d]]`` to ``out[offsets[d]:offsets[d+1]]``."""
+    for d in prange(len(lengths)):
         out[offsets[d] : offsets[d + 1]] = buf[starts[d] : starts[d] + lengths[d]]
-    return out, offsets
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def hash_view(title_cp, title_off, content_cp, content_off, separators):
-    """Per document: title and content, whitespace collapsed and trimmed, joined by U+001F."""
+def hash_view_into(title_cp, title_off, content_cp, content_off, separators, buf, starts):
+    """Per document, at ``buf[starts[d]:]``: title and content, whitespace collapsed and trimmed,
+    joined by U+001F. Each region must hold title + 1 + content code points; returns the lengths."""
     n = len(title_off) - 1
-    starts = np.empty(n, np.int64)
     lengths = np.empty(n, np.int64)
-    pos = 0
-    for d in range(n):
-        starts[d] = pos
-        pos += (title_off[d + 1] - title_off[d]) + 1 + (content_off[d + 1] - content_off[d])
-    buf = np.empty(pos + 1, np.uint32)
     for d in prange(n):
         p = _emit(title_cp, title_off[d], title_off[d + 1], buf, starts[d], starts[d], 0, separators)
         buf[p] = 0x1F
         p += 1
         p = _emit(content_cp, content_off[d], content_off[d + 1], buf, p, p, 0, separators)
         lengths[d] = p - starts[d]
-    return _pack(buf, starts, lengths)
+    return lengths
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def near_view(title_cp, title_off, content_cp, content_off, span_off, span_starts, span_ends, separators, table, min_residual, max_chars):
-    """Per document: title and content as token text (punctuation and whitespace runs as one space),
-    joined by a space, without the content's template line spans ``span_off[d]:span_off[d+1]``,
-    cut to ``max_chars``. Content whose stripped token text is shorter than ``min_residual`` keeps
-    its full text. Returns (code points, offsets, truncated, CJK count, word count) (see
-    ``cjk_counts``)."""
+def near_view_into(
+    title_cp, title_off, content_cp, content_off, span_off, span_starts, span_ends, separators, table, min_residual, max_chars, buf, starts
+):
+    """Per document, at ``buf[starts[d]:]`` (regions as in ``hash_view_into``): title and content as
+    token text (punctuation and whitespace runs as one space), joined by a space, without the
+    content's template line spans ``span_off[d]:span_off[d+1]``, cut to ``max_chars``. Content whose
+    stripped token text is shorter than ``min_residual`` keeps its full text. Returns (lengths,
+    truncated, CJK count, word count) (see ``cjk_counts``)."""
     n = len(title_off) - 1
-    starts = np.empty(n, np.int64)
     lengths = np.empty(n, np.int64)
     truncated = np.zeros(n, np.bool_)
     cjk = np.zeros(n, np.int64)
     word = np.zeros(n, np.int64)
-    pos = 0
-    for d in range(n):
-        starts[d] = pos
-        pos += (title_off[d + 1] - title_off[d]) + 1 + (content_off[d + 1] - content_off[d])
-    buf = np.empty(pos + 1, np.uint32)
     for d in prange(n):
         first = starts[d]
         after_title = _emit(title_cp, title_off[d], title_off[d + 1], buf, first, first, 0, separators)
@@ -508,5 +496,4 @@ def near_view(title_cp, title_off, content_cp, content_off, span_off, span_start
             if _cls(table, c) == 0:
                 word[d] += 1
                 cjk[d] += _is_cjk(c)
-    out, offsets = _pack(buf, starts, lengths)
-    return out, offsets, truncated, cjk, word
+    return lengths, truncated, cjk, word

@@ -98,8 +98,8 @@ def _decode_at(data, i):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _fold_utf8(data, byte_offsets, single, table_off, table_data, table_free, high):
-    """Folded code points per UTF-8 row, and which rows need the full algorithm instead."""
+def _fold_lengths(data, byte_offsets, single, table_off, table_data, table_free, high):
+    """Folded length of each UTF-8 row, and which rows need the full algorithm instead (length 0)."""
     n = len(byte_offsets) - 1
     lengths = np.zeros(n, np.int64)
     fallback = np.zeros(n, np.bool_)
@@ -121,10 +121,14 @@ def _fold_utf8(data, byte_offsets, single, table_off, table_data, table_free, hi
                 length = 0
                 break
         lengths[d] = length
-    out_off = np.zeros(n + 1, np.int64)
-    for d in range(n):
-        out_off[d + 1] = out_off[d] + lengths[d]
-    out = np.empty(out_off[n], np.uint32)
+    return lengths, fallback
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _fold_into(data, byte_offsets, single, table_off, table_data, table_free, high, fallback, out, out_off):
+    n = len(byte_offsets) - 1
+    size = table_free.shape[0]
+    multi = np.uint32(0xFFFFFFFF)
     for d in prange(n):
         if fallback[d]:
             continue
@@ -144,7 +148,6 @@ def _fold_utf8(data, byte_offsets, single, table_off, table_data, table_free, hi
             else:
                 out[pos] = c
                 pos += 1
-    return out, out_off, fallback
 
 
 def fold_codepoints(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
@@ -155,7 +158,12 @@ def fold_codepoints(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.
 
     values = as_string_array(values)
     data, byte_offsets = utf8_buffers(values)
-    folded, folded_off, fallback = _fold_utf8(data, byte_offsets, *_tables())
+    tables = _tables()
+    lengths, fallback = _fold_lengths(data, byte_offsets, *tables)
+    folded_off = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=folded_off[1:])
+    folded = np.empty(int(folded_off[-1]), np.uint32)
+    _fold_into(data, byte_offsets, *tables, fallback, folded, folded_off)
     if not fallback.any():
         return folded, folded_off
     slow_cp, slow_off = codepoints(nfkc_lower(values.filter(pa.array(fallback))))

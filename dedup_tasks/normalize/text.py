@@ -111,27 +111,6 @@ def strip_lines(
     return ck.replace_rows(stripped[0], stripped[1], full_of_short[0], full_of_short[1], short)
 
 
-def near_view(
-    title: tuple[np.ndarray, np.ndarray],
-    content: tuple[np.ndarray, np.ndarray],
-    lines: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    templates: np.ndarray,
-    min_residual: int = BOILERPLATE_MIN_RESIDUAL,
-    max_chars: int = 100_000,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Token text of title + " " + content without template lines, cut to ``max_chars``, in one pass.
-
-    ``title``/``content`` are folded code points with offsets, ``lines`` what ``ck.token_lines``
-    gives for ``content``. Equals ``join(token_text(title), strip_lines(content, templates))`` cut
-    to ``max_chars``; returns (code points, offsets, truncated, CJK count, word count).
-    """
-    doc, line_hash, starts, ends = lines
-    boiler = np.isin(line_hash, templates) if len(templates) else np.zeros(len(line_hash), bool)
-    n = len(title[1]) - 1
-    span_off = np.searchsorted(doc[boiler], np.arange(n + 1)).astype(np.int64)
-    return ck.near_view(*title, *content, span_off, starts[boiler], ends[boiler], ck.TOKEN_SEPARATORS, ck.CLASSES, min_residual, max_chars)
-
-
 def strip_boilerplate(
     cp: np.ndarray,
     offsets: np.ndarray,

@@ -13,12 +13,12 @@ from dedup_tasks.normalize.fold import fold_codepoints
 from dedup_tasks.normalize.text import (
     collapse_codepoints,
     detect_lang,
-    near_view,
     nfkc_lower,
     site_codes_of,
     strip_lines,
     template_lines,
 )
+from dedup_tasks.normalize.views import hash_view, near_view, pack, take_rows
 
 
 def _same(a, b):
@@ -61,9 +61,9 @@ def test_hash_view_hashes_like_title_separator_content():
     sep = np.array([0x1F], np.uint32)
     joined = [np.concatenate([t[0][t[1][i] : t[1][i + 1]], sep, c[0][c[1][i] : c[1][i + 1]]]) for i in range(3)]
     offsets = np.concatenate([[0], np.cumsum([len(j) for j in joined])])
-    view = ck.hash_view(*fold_codepoints(title), *fold_codepoints(content), ck.SPACE_SEPARATORS)
-    _same(view, (np.concatenate(joined), offsets))
-    assert np.array_equal(content_hashes(*view), content_hashes(np.concatenate(joined), offsets))
+    view = hash_view(fold_codepoints(title), fold_codepoints(content))
+    _same(pack(*view), (np.concatenate(joined), offsets))
+    assert np.array_equal(content_hashes(*view), content_hashes(np.concatenate(joined), offsets[:-1], np.diff(offsets)))
 
 
 def _reference_near_view(titles, contents, sites, max_chars):
@@ -99,3 +99,9 @@ def test_near_view_equals_strip_join_truncate():
     assert truncated.tolist() == (np.diff(_reference_near_view(titles, contents, sites, 10**9)[0][1]) > 60).tolist()
     assert np.array_equal(np.stack([cjk, word]), np.stack(ck.cjk_counts(cp, off, ck.SPACE_SEPARATORS)))
     assert detect_lang(cp, off).tolist().count("zh") > 0
+
+
+def test_take_rows_packs_rows_in_the_order_asked():
+    cp, offsets = codepoints(pa.array(["ab", "", "cde", "f"]))
+    out = take_rows(cp, offsets, np.array([3, 0, 1, 2, 0]))
+    assert strings_from_codepoints(*out).to_pylist() == ["f", "ab", "", "cde", "ab"]

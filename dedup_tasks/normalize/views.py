@@ -1,0 +1,96 @@
+"""The two per-document views prepare builds, each in one compiled pass, and code point row utilities.
+
+Outputs are allocated here with numpy and filled by the ``*_into`` kernels of ``codepoint_kernels``
+(numpy's large allocations use transparent huge pages; numba's do not).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dedup_tasks.normalize import codepoint_kernels as ck
+
+BOILERPLATE_MIN_RESIDUAL = 40
+
+Rows = tuple[np.ndarray, np.ndarray]  # code points, int64 offsets (n + 1)
+
+
+def _regions(title: Rows, content: Rows) -> tuple[np.ndarray, np.ndarray]:
+    """Per document a region of title + 1 + content code points in one buffer: (buffer, starts)."""
+    n = len(title[1]) - 1
+    starts = title[1][:-1] + content[1][:-1] + np.arange(n, dtype=np.int64)
+    size = int(title[1][-1] + content[1][-1] + n) if n else 0
+    return np.empty(size + 1, np.uint32), starts
+
+
+def pack(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Rows:
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), np.uint32)
+    ck.pack_into(buf, starts, lengths, out, offsets)
+    return out, offsets
+
+
+def hash_view(title: Rows, content: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The exact layer's view: folded title and content, whitespace collapsed, joined by U+001F.
+
+    Returns (buffer, starts, lengths): document d is ``buffer[starts[d]:starts[d] + lengths[d]]``.
+    """
+    buf, starts = _regions(title, content)
+    lengths = ck.hash_view_into(*title, *content, ck.SPACE_SEPARATORS, buf, starts)
+    return buf, starts, lengths
+
+
+def near_view(
+    title: Rows,
+    content: Rows,
+    lines: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    templates: np.ndarray,
+    min_residual: int = BOILERPLATE_MIN_RESIDUAL,
+    max_chars: int = 100_000,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Token text of title + " " + content without template lines, cut to ``max_chars``, in one pass.
+
+    ``title``/``content`` are folded code points with offsets, ``lines`` what ``ck.token_lines``
+    gives for ``content``. Equals ``join(token_text(title), strip_lines(content, templates))`` cut
+    to ``max_chars``; returns (code points, offsets, truncated, CJK count, word count).
+    """
+    doc, line_hash, line_starts, line_ends = lines
+    boiler = np.isin(line_hash, templates) if len(templates) else np.zeros(len(line_hash), bool)
+    n = len(title[1]) - 1
+    span_off = np.searchsorted(doc[boiler], np.arange(n + 1)).astype(np.int64)
+    buf, starts = _regions(title, content)
+    lengths, truncated, cjk, word = ck.near_view_into(
+        *title, *content, span_off, line_starts[boiler], line_ends[boiler],
+        ck.TOKEN_SEPARATORS, ck.CLASSES, min_residual, max_chars, buf, starts,
+    )  # fmt: skip
+    cp, offsets = pack(buf, starts, lengths)
+    return cp, offsets, truncated, cjk, word
+
+
+def take_rows(cp: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> Rows:
+    """The documents ``rows`` (indices, any order), packed."""
+    rows = np.asarray(rows, np.int64)
+    out_offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(offsets[rows + 1] - offsets[rows], out=out_offsets[1:])
+    out = np.empty(int(out_offsets[-1]), np.uint32)
+    ck.take_rows_into(cp, offsets, rows, out, out_offsets)
+    return out, out_offsets
+
+
+def encode_utf8(cp: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 bytes of each code point row, and int64 byte offsets."""
+    byte_offsets = np.zeros(len(offsets), np.int64)
+    np.cumsum(ck.utf8_sizes(cp, offsets), out=byte_offsets[1:])
+    out = np.empty(int(byte_offsets[-1]), np.uint8)
+    ck.utf8_encode_into(cp, offsets, out, byte_offsets)
+    return out, byte_offsets
+
+
+def decode_utf8(data: np.ndarray, byte_offsets: np.ndarray) -> Rows:
+    """Code points and offsets of valid UTF-8 rows ``data[byte_offsets[i]:byte_offsets[i+1]]``."""
+    offsets = np.zeros(len(byte_offsets), np.int64)
+    np.cumsum(ck.utf8_lengths(data, byte_offsets), out=offsets[1:])
+    out = np.empty(int(offsets[-1]), np.uint32)
+    ck.utf8_decode_into(data, byte_offsets, out, offsets)
+    return out, offsets
