@@ -165,19 +165,25 @@ def _near_text_cache(parts: list[tuple[np.ndarray, np.ndarray] | None]) -> NearT
     return NearText(np.concatenate([cp for cp, _ in parts]), offsets)
 
 
-PREPARE_CHUNK_DOCS = 20_000
+# Small chunks: their code point arrays fit under glibc's mmap threshold, so each chunk reuses the
+# memory the previous one freed instead of faulting in fresh pages (a first-touch page fault cost
+# more than some passes over the text on the benchmark VM).
+PREPARE_CHUNK_DOCS = 5_000
+# Folded text kept from pass 1 for pass 2 up to this many bytes; beyond it pass 2 folds again.
+FOLDED_CACHE_BYTES = 256 << 20
 
 
 def _fold_and_hash(batch: pa.Table, chunks: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     """Pass 1 of ``prepare``, chunk by chunk: content hashes and the lines each document has.
 
     Chunks bound the memory of the code point arrays (4 bytes a character) whatever the batch
-    size; a batch of one chunk keeps its folded text for pass 2.
+    size; the folded text of the first chunks, up to FOLDED_CACHE_BYTES, is kept for pass 2.
     """
     n = batch.num_rows
     hashes = np.empty((n, 2), np.uint64)
     line_docs, line_hashes = [], []
     folded: dict[int, tuple] = {}
+    kept_bytes = 0
     for start, end in chunks:
         rows = batch.slice(start, end - start)
         title = fold_codepoints(rows.column("title"))
@@ -186,7 +192,8 @@ def _fold_and_hash(batch: pa.Table, chunks: list[tuple[int, int]]) -> tuple[np.n
         lines = ck.token_lines(*content, ck.CLASSES)
         line_docs.append(lines[0] + start)
         line_hashes.append(lines[1])
-        if len(chunks) == 1:
+        kept_bytes += title[0].nbytes + content[0].nbytes
+        if kept_bytes <= FOLDED_CACHE_BYTES:
             folded[start] = (title, content, lines)
     line_doc = np.concatenate(line_docs) if line_docs else np.empty(0, np.int64)
     line_hash = np.concatenate(line_hashes) if line_hashes else np.empty(0, np.uint64)
