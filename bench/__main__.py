@@ -108,7 +108,7 @@ def run_ours(root: Path, layers=CASCADE_LAYERS) -> tuple[pd.DataFrame, dict]:
 
 
 def cmd_quality(size: str, seed: int, peers: list[str] | None) -> dict:
-    from bench.peers import available_peers, run_peer
+    from bench.peers import CONCURRENT_PEERS, available_peers, run_peers
     from bench.score import format_table, score
 
     spec = SIZES[size]
@@ -120,12 +120,10 @@ def cmd_quality(size: str, seed: int, peers: list[str] | None) -> dict:
     results["crawl-dedup"] = score(decisions, truth)
     speed["crawl-dedup"] = timing
     docs = read_hours(root)
-    for name in peers if peers is not None else available_peers():
-        started = time.perf_counter()
-        peer_decisions = run_peer(name, docs.drop(columns=["_batch"]))
-        elapsed = time.perf_counter() - started
+    names = peers if peers is not None else available_peers()
+    for name, (peer_decisions, elapsed) in run_peers(names, docs.drop(columns=["_batch"])).items():
         results[name] = score(peer_decisions, truth)
-        speed[name] = {"seconds": elapsed, "docs_per_s": len(docs) / elapsed}
+        speed[name] = {"seconds": elapsed, "docs_per_s": len(docs) / elapsed, "concurrent": name in CONCURRENT_PEERS}
     for name, s in results.items():
         s["docs_per_s"] = speed[name]["docs_per_s"]
         s["speedup_ours_over_peer"] = speed["crawl-dedup"]["docs_per_s"] / speed[name]["docs_per_s"]

@@ -108,6 +108,7 @@ import importlib
 import io
 import multiprocessing
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from functools import cache
 from importlib import metadata
@@ -526,6 +527,12 @@ PEERS: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {
     "text_dedup_minhash": text_dedup_minhash_peer,
 }
 
+# The slow single-process peers run two at a time, each in its own process on its own core, so
+# that `bench all --size small` fits its 5-minute budget (datatrove alone takes ~160 s there). Their
+# docs/s is measured inside their process; the ratio the issue asks for (ours / datasketch) and the
+# fast peers are measured alone.
+CONCURRENT_PEERS = ("simhash", "datatrove_minhash", "text_dedup_minhash")
+
 # Modules each peer imports (text_dedup.utils pulls in everything text_dedup.minhash needs, without
 # text_dedup.minhash's import-time multiprocessing side effect).
 _REQUIRES: dict[str, tuple[str, ...]] = {
@@ -589,3 +596,28 @@ def run_peer(name: str, docs: pd.DataFrame) -> pd.DataFrame:
     if len(result) != len(docs):  # pragma: no cover - guards the invariant for every peer
         raise AssertionError(f"peer {name} returned {len(result)} rows for {len(docs)} documents")
     return result
+
+
+def timed_peer(name: str, docs: pd.DataFrame) -> tuple[pd.DataFrame, float]:
+    """``run_peer`` and its wall-clock seconds (for running in a worker process)."""
+    started = time.perf_counter()
+    result = run_peer(name, docs)
+    return result, time.perf_counter() - started
+
+
+def run_peers(names: list[str], docs: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, float]]:
+    """Every peer's decisions and seconds: fast peers one after another in this process, then the
+    CONCURRENT_PEERS among ``names`` two at a time in forked worker processes."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    out: dict[str, tuple[pd.DataFrame, float]] = {}
+    for name in names:
+        if name not in CONCURRENT_PEERS:
+            out[name] = timed_peer(name, docs)
+    slow = [name for name in names if name in CONCURRENT_PEERS]
+    if slow:
+        with ProcessPoolExecutor(min(2, len(slow)), mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = {name: pool.submit(timed_peer, name, docs) for name in slow}
+            for name, future in futures.items():
+                out[name] = future.result()
+    return {name: out[name] for name in names}
