@@ -106,6 +106,7 @@ import contextlib
 import hashlib
 import importlib
 import io
+import logging
 import multiprocessing
 import tempfile
 import time
@@ -301,7 +302,10 @@ def simhash_peer(docs: pd.DataFrame) -> pd.DataFrame:
     from simhash import Simhash, SimhashIndex
 
     cut = _zh_word_cutter()
-    index = SimhashIndex([], k=SIMHASH_K)
+    # The index warns on every lookup into a large bucket; keep the run's output readable.
+    quiet = logging.getLogger("bench.peers.simhash")
+    quiet.setLevel(logging.ERROR)
+    index = SimhashIndex([], k=SIMHASH_K, log=quiet)
     hashes: dict[int, Simhash] = {}
     matched: list[int | None] = []
     scores: list[float | None] = []

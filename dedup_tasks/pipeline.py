@@ -95,12 +95,16 @@ def prepare(table: pa.Table, config: DedupConfig, source: str = "batch") -> pa.T
     return prepare_with_text(table, config, source)[0]
 
 
-# Above this many bytes of code points the layers decode the near-duplicate text column instead.
-NEAR_TEXT_CACHE_BYTES = 256 << 20
+# Batches whose text would take more than this many bytes as code points (4 per character) keep
+# nothing between passes and layers: pass 2 folds again, the layers decode ``_near_text``. Smaller
+# batches keep the folded text for pass 2 and the near-duplicate view for the layers. The bound is
+# decided before pass 1 from the UTF-8 size (a character is at least one byte), so a large batch
+# never holds a partial cache: 200,000 documents must fit in 2 GiB.
+TEXT_CACHE_BYTES = 256 << 20
 
 
 def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch") -> tuple[pa.Table, NearText | None]:
-    """``prepare``, plus the near-duplicate view as code points when it fits NEAR_TEXT_CACHE_BYTES."""
+    """``prepare``, plus the near-duplicate view as code points when the batch is within TEXT_CACHE_BYTES."""
     table = conform_schema(table, source)
     table, repaired = repair_text(table, source)
     check_rows(table, source)
@@ -109,6 +113,8 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
     repaired = table.column("_repaired").to_numpy(zero_copy_only=False).astype(bool)
     n = table.num_rows
     chunks = list(_chunks(n))
+    text_bytes = sum(table.column(name).nbytes for name in ("title", "content"))
+    keep_text = 4 * text_bytes <= TEXT_CACHE_BYTES
     batch = table.append_column("_row", pa.array(np.arange(n), pa.int64()))
     batch = batch.append_column(REASON, pa.nulls(n, pa.string()))
 
@@ -116,7 +122,7 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
     # two run side by side on the machine's cores.
     with ThreadPoolExecutor(1, thread_name_prefix="url-keys") as pool:
         pending_keys = pool.submit(url_keys, batch.column("url"), tracking_params=config.tracking_params)
-        hashes, line_doc, line_hash, folded = _fold_and_hash(batch, chunks)
+        hashes, line_doc, line_hash, folded = _fold_and_hash(batch, chunks, keep_text)
         keys = pending_keys.result()
     batch = set_column(batch, "_url_key", pa.array(keys.key, pa.uint64()))
     batch = set_column(batch, "_url_valid", pa.array(keys.valid))
@@ -128,7 +134,6 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
 
     # Pass 2: the near-duplicate view, title and content without template lines.
     near_parts, lang_parts, near_cps = [], [], []
-    cached_bytes = 0
     empty = np.zeros(n, bool)
     too_long = np.zeros(n, bool)
     given = batch.column("lang") if "lang" in batch.column_names else None
@@ -143,8 +148,8 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
         near_cp, near_off, too_long[start:end], cjk, word = near_view(title, content, lines, templates, max_chars=MAX_NEAR_CHARS)
         empty[start:end] = np.diff(near_off) == 0
         near_parts.append(strings_from_codepoints(near_cp, near_off))
-        cached_bytes += near_cp.nbytes
-        near_cps.append((near_cp, near_off) if cached_bytes <= NEAR_TEXT_CACHE_BYTES else None)
+        if keep_text:
+            near_cps.append((near_cp, near_off))
         lang_parts.append(lang_from_counts(cjk, word, given.slice(start, end - start) if given is not None else None))
     batch = set_column(batch, "_empty", pa.array(empty))
     batch = set_column(batch, "_near_text", pa.chunked_array(near_parts, pa.string()) if near_parts else pa.array([], pa.string()))
@@ -154,8 +159,8 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
     return add_reason(batch, repaired, REPAIRED_REASON), _near_text_cache(near_cps)
 
 
-def _near_text_cache(parts: list[tuple[np.ndarray, np.ndarray] | None]) -> NearText | None:
-    if not parts or any(part is None for part in parts):
+def _near_text_cache(parts: list[tuple[np.ndarray, np.ndarray]]) -> NearText | None:
+    if not parts:
         return None
     if len(parts) == 1:
         return NearText(*parts[0])
@@ -169,21 +174,20 @@ def _near_text_cache(parts: list[tuple[np.ndarray, np.ndarray] | None]) -> NearT
 # memory the previous one freed instead of faulting in fresh pages (a first-touch page fault cost
 # more than some passes over the text on the benchmark VM).
 PREPARE_CHUNK_DOCS = 5_000
-# Folded text kept from pass 1 for pass 2 up to this many bytes; beyond it pass 2 folds again.
-FOLDED_CACHE_BYTES = 256 << 20
 
 
-def _fold_and_hash(batch: pa.Table, chunks: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+def _fold_and_hash(
+    batch: pa.Table, chunks: list[tuple[int, int]], keep_text: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     """Pass 1 of ``prepare``, chunk by chunk: content hashes and the lines each document has.
 
     Chunks bound the memory of the code point arrays (4 bytes a character) whatever the batch
-    size; the folded text of the first chunks, up to FOLDED_CACHE_BYTES, is kept for pass 2.
+    size; with ``keep_text`` the folded text is kept for pass 2.
     """
     n = batch.num_rows
     hashes = np.empty((n, 2), np.uint64)
     line_docs, line_hashes = [], []
     folded: dict[int, tuple] = {}
-    kept_bytes = 0
     for start, end in chunks:
         rows = batch.slice(start, end - start)
         title = fold_codepoints(rows.column("title"))
@@ -192,8 +196,7 @@ def _fold_and_hash(batch: pa.Table, chunks: list[tuple[int, int]]) -> tuple[np.n
         lines = ck.token_lines(*content, ck.CLASSES)
         line_docs.append(lines[0] + start)
         line_hashes.append(lines[1])
-        kept_bytes += title[0].nbytes + content[0].nbytes
-        if kept_bytes <= FOLDED_CACHE_BYTES:
+        if keep_text:
             folded[start] = (title, content, lines)
     line_doc = np.concatenate(line_docs) if line_docs else np.empty(0, np.int64)
     line_hash = np.concatenate(line_hashes) if line_hashes else np.empty(0, np.uint64)
