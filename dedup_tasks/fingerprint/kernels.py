@@ -1,7 +1,8 @@
 """Compiled (numba) kernels over a batch's concatenated code points.
 
-A batch of token texts is one uint32 array of Unicode code points plus per-document offsets; every
-kernel walks it once, in parallel over documents. Hashes of a span of code points are polynomial
+A batch of token texts is one uint32 array of Unicode code points plus per-document spans (start,
+end), so a subset of a batch's rows is read in place; every kernel walks it once, in parallel over
+documents. For packed rows with offsets the spans are ``offsets[:-1], offsets[1:]``. Hashes of a span of code points are polynomial
 (mod 2^64) and finished with the MurmurHash3 64-bit finalizer, so a shingle's hash depends only on
 its characters: ``dedup_tasks.fingerprint.hashing.span_hash64`` is the pure-Python reference.
 
@@ -96,13 +97,14 @@ def _count_units(cp, start, end, mode):
     return count
 
 
-@njit(parallel=True, cache=True)
-def count_shingles(cp, offsets, modes, n_words, n_chars):
-    """Number of shingles each document yields (n-grams, or 1 for a non-empty doc shorter than n)."""
-    n_docs = len(offsets) - 1
+@njit(parallel=True, nogil=True, cache=True)
+def count_shingles(cp, starts, ends, modes, n_words, n_chars):
+    """Number of shingles each document ``cp[starts[d]:ends[d]]`` yields (n-grams, or 1 for a
+    non-empty doc shorter than n)."""
+    n_docs = len(starts)
     out = np.zeros(n_docs, np.int64)
     for d in prange(n_docs):
-        units = _count_units(cp, offsets[d], offsets[d + 1], modes[d])
+        units = _count_units(cp, starts[d], ends[d], modes[d])
         n = n_chars if modes[d] == CHARS else n_words
         if units >= n:
             out[d] = units - n + 1
@@ -150,24 +152,25 @@ def _powers(n):
     return out
 
 
-def shingle_hashes(cp, offsets, modes, n_words, n_chars, out_offsets):
-    """64-bit hash of every shingle, documents' shingles contiguous at out_offsets."""
+def shingle_hashes(cp, starts, ends, modes, n_words, n_chars, out_offsets):
+    """64-bit hash of every shingle of the documents ``cp[starts[d]:ends[d]]``, each document's
+    shingles contiguous at out_offsets."""
     # Allocated by numpy (transparent huge pages), filled by the kernel.
     out = np.empty(int(out_offsets[-1]), np.uint64)
-    _shingle_hashes_into(cp, offsets, modes, n_words, n_chars, out_offsets, out)
+    _shingle_hashes_into(cp, starts, ends, modes, n_words, n_chars, out_offsets, out)
     return out
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _shingle_hashes_into(cp, offsets, modes, n_words, n_chars, out_offsets, out):
-    n_docs = len(offsets) - 1
+def _shingle_hashes_into(cp, doc_starts, doc_ends, modes, n_words, n_chars, out_offsets, out):
+    n_docs = len(doc_starts)
     longest = 0
     for d in range(n_docs):
-        longest = max(longest, offsets[d + 1] - offsets[d])
+        longest = max(longest, doc_ends[d] - doc_starts[d])
     powers = _powers(longest + 2)
     for d in prange(n_docs):
-        start = offsets[d]
-        end = offsets[d + 1]
+        start = doc_starts[d]
+        end = doc_ends[d]
         pos = out_offsets[d]
         total = out_offsets[d + 1] - pos
         if total == 0:
@@ -226,22 +229,23 @@ def band_keys(sig, bands, rows):
     return out
 
 
-@njit(parallel=True, cache=True)
-def weighted_simhash(cp, offsets, modes, char_ngram, word_ngram):
+@njit(parallel=True, nogil=True, cache=True)
+def weighted_simhash(cp, doc_starts, doc_ends, modes, char_ngram, word_ngram):
     """64-bit SimHash: each word n-gram (WORDS) or character n-gram (CHARS) occurrence votes on every bit.
 
-    Summing over occurrences makes each feature's weight its term frequency. Word n-grams rather than
-    single words keep a handful of function words ("the", "of") from outvoting the content words.
+    Documents are ``cp[doc_starts[d]:doc_ends[d]]``. Summing over occurrences makes each feature's
+    weight its term frequency. Word n-grams rather than single words keep a handful of function
+    words ("the", "of") from outvoting the content words.
     """
-    n_docs = len(offsets) - 1
+    n_docs = len(doc_starts)
     out = np.zeros(n_docs, np.uint64)
     longest = 0
     for d in range(n_docs):
-        longest = max(longest, offsets[d + 1] - offsets[d])
+        longest = max(longest, doc_ends[d] - doc_starts[d])
     powers = _powers(longest + 2)
     for d in prange(n_docs):
-        start = offsets[d]
-        end = offsets[d + 1]
+        start = doc_starts[d]
+        end = doc_ends[d]
         votes = np.zeros(64, np.int64)
         prefix = np.empty(end - start + 1, np.uint64)
         positions = np.empty(end - start + 1, np.int64)

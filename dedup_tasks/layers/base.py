@@ -36,10 +36,10 @@ class NearText:
     codepoints: np.ndarray
     offsets: np.ndarray
 
-    def take(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        from dedup_tasks.normalize.views import take_rows
-
-        return take_rows(self.codepoints, self.offsets, rows)
+    def spans(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(code points, starts, ends) of ``rows``: the text is read in place, not copied."""
+        rows = np.asarray(rows, np.int64)
+        return self.codepoints, self.offsets[rows], self.offsets[rows + 1]
 
 
 @dataclass

@@ -17,7 +17,7 @@ from dedup_tasks.layers.base import (
     set_column,
     strings_np,
 )
-from dedup_tasks.layers.near import NearDupDecisions, chunks, near_text_codepoints
+from dedup_tasks.layers.near import NearDupDecisions, chunks, near_text_spans
 
 NO_SHINGLES_REASON = "no text to shingle: MinHash not applied"
 
@@ -33,11 +33,11 @@ def minhash_rows(
     counts = np.zeros(batch.num_rows, np.int64)
     set_parts, set_counts = [], []
     for start, end in chunks(batch.num_rows):
-        cp, offsets, modes = near_text_codepoints(batch.slice(start, end - start), kernels.CHARS, cache=cache)
-        per_doc = kernels.count_shingles(cp, offsets, modes, en_words, zh_chars)
+        cp, starts, ends, modes = near_text_spans(batch.slice(start, end - start), kernels.CHARS, cache=cache)
+        per_doc = kernels.count_shingles(cp, starts, ends, modes, en_words, zh_chars)
         out_offsets = np.zeros(len(per_doc) + 1, np.int64)
         np.cumsum(per_doc, out=out_offsets[1:])
-        hashes = kernels.shingle_hashes(cp, offsets, modes, en_words, zh_chars, out_offsets)
+        hashes = kernels.shingle_hashes(cp, starts, ends, modes, en_words, zh_chars, out_offsets)
         sig[start:end] = hasher.signatures(hashes, out_offsets)
         counts[start:end] = per_doc
         # The exact check reads the 32 bits the signature is taken over: half the memory of the hashes.

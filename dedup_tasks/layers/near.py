@@ -14,24 +14,23 @@ from dedup_tasks.normalize.tokens import segment_words
 CHUNK_DOCS = 20_000
 
 
-def near_text_codepoints(
+def near_text_spans(
     batch: pa.Table, zh_mode: int, segment_zh: bool = False, cache: NearText | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(code points, offsets, per-row mode) of the rows' near-duplicate text (column ``_near_text``).
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(code points, starts, ends, per-row mode) of the rows' near-duplicate text (``_near_text``).
 
     The column is UTF-8 rather than a list of code points: a quarter of the bytes for every filter,
     work file and survivor copy between layers, for one decode here (or none, from ``cache``).
     """
     text = batch.column("_near_text")
     is_zh = strings_np(batch, "_lang") == "zh"
-    if segment_zh and is_zh.any():
-        cp, offsets = codepoints(segment_words(text, is_zh))
-    elif cache is not None:
-        cp, offsets = cache.take(batch.column("_row").to_numpy())
-    else:
-        cp, offsets = codepoints(text)
     modes = np.where(is_zh, zh_mode, kernels.WORDS).astype(np.int64)
-    return cp, offsets, modes
+    if cache is not None and not (segment_zh and is_zh.any()):
+        return (*cache.spans(batch.column("_row").to_numpy()), modes)
+    if segment_zh and is_zh.any():
+        text = segment_words(text, is_zh)
+    cp, offsets = codepoints(text)
+    return cp, offsets[:-1], offsets[1:], modes
 
 
 def text_lengths(batch: pa.Table) -> np.ndarray:

@@ -17,7 +17,7 @@ from dedup_tasks.layers.base import (
     set_column,
     strings_np,
 )
-from dedup_tasks.layers.near import NearDupDecisions, chunks, near_text_codepoints, text_lengths
+from dedup_tasks.layers.near import NearDupDecisions, chunks, near_text_spans, text_lengths
 
 SHORT_REASON = "short text: not dropped on SimHash alone"
 
@@ -27,8 +27,8 @@ def simhash_rows(batch: pa.Table, zh_features: str, word_ngram: int = 2, cache: 
     out = np.zeros(batch.num_rows, np.uint64)
     for start, end in chunks(batch.num_rows):
         rows = batch.slice(start, end - start)
-        cp, offsets, modes = near_text_codepoints(rows, kernels.WORDS if jieba else kernels.CHARS, jieba, cache)
-        out[start:end] = kernels.weighted_simhash(cp, offsets, modes, 2, word_ngram)
+        cp, starts, ends, modes = near_text_spans(rows, kernels.WORDS if jieba else kernels.CHARS, jieba, cache)
+        out[start:end] = kernels.weighted_simhash(cp, starts, ends, modes, 2, word_ngram)
     return out
 
 

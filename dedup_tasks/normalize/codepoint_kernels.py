@@ -274,13 +274,6 @@ def gather(cp, offsets, mask):
     return out, out_off
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def take_rows_into(cp, offsets, rows, out, out_offsets):
-    """The documents ``rows`` (indices, any order), packed into ``out`` at ``out_offsets``."""
-    for k in prange(len(rows)):
-        out[out_offsets[k] : out_offsets[k + 1]] = cp[offsets[rows[k]] : offsets[rows[k] + 1]]
-
-
 @njit(nogil=True, cache=True)
 def replace_rows(cp, offsets, sub_cp, sub_off, mask):
     """Documents of (cp, offsets), those in ``mask`` replaced, in order, by the packed (sub_cp, sub_off)."""

@@ -68,16 +68,6 @@ def near_view(
     return cp, offsets, truncated, cjk, word
 
 
-def take_rows(cp: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> Rows:
-    """The documents ``rows`` (indices, any order), packed."""
-    rows = np.asarray(rows, np.int64)
-    out_offsets = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(offsets[rows + 1] - offsets[rows], out=out_offsets[1:])
-    out = np.empty(int(out_offsets[-1]), np.uint32)
-    ck.take_rows_into(cp, offsets, rows, out, out_offsets)
-    return out, out_offsets
-
-
 def encode_utf8(cp: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """UTF-8 bytes of each code point row, and int64 byte offsets."""
     byte_offsets = np.zeros(len(offsets), np.int64)

@@ -24,9 +24,9 @@ def kernel_signatures(texts, langs, hasher):
     tokens = token_text(pa.array(texts))
     cp, offsets = codepoints(tokens)
     modes = np.array([kernels.CHARS if lang == "zh" else kernels.WORDS for lang in langs], np.int64)
-    counts = kernels.count_shingles(cp, offsets, modes, 3, 5)
+    counts = kernels.count_shingles(cp, offsets[:-1], offsets[1:], modes, 3, 5)
     out_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    hashes = kernels.shingle_hashes(cp, offsets, modes, 3, 5, out_offsets)
+    hashes = kernels.shingle_hashes(cp, offsets[:-1], offsets[1:], modes, 3, 5, out_offsets)
     return tokens.to_pylist(), hashes, out_offsets, hasher.signatures(hashes, out_offsets)
 
 

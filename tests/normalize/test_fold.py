@@ -18,7 +18,7 @@ from dedup_tasks.normalize.text import (
     strip_lines,
     template_lines,
 )
-from dedup_tasks.normalize.views import hash_view, near_view, pack, take_rows
+from dedup_tasks.normalize.views import hash_view, near_view, pack
 
 
 def _same(a, b):
@@ -99,9 +99,3 @@ def test_near_view_equals_strip_join_truncate():
     assert truncated.tolist() == (np.diff(_reference_near_view(titles, contents, sites, 10**9)[0][1]) > 60).tolist()
     assert np.array_equal(np.stack([cjk, word]), np.stack(ck.cjk_counts(cp, off, ck.SPACE_SEPARATORS)))
     assert detect_lang(cp, off).tolist().count("zh") > 0
-
-
-def test_take_rows_packs_rows_in_the_order_asked():
-    cp, offsets = codepoints(pa.array(["ab", "", "cde", "f"]))
-    out = take_rows(cp, offsets, np.array([3, 0, 1, 2, 0]))
-    assert strings_from_codepoints(*out).to_pylist() == ["f", "ab", "", "cde", "ab"]
