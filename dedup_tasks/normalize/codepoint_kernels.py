@@ -199,60 +199,6 @@ def _is_cjk(c):
 
 
 @njit(nogil=True, cache=True)
-def choose(a_cp, a_off, b_cp, b_off, take_a):
-    """Per document, the code points of a where take_a else of b."""
-    n = len(take_a)
-    out_off = np.zeros(n + 1, np.int64)
-    for d in range(n):
-        length = (a_off[d + 1] - a_off[d]) if take_a[d] else (b_off[d + 1] - b_off[d])
-        out_off[d + 1] = out_off[d] + length
-    out = np.empty(out_off[n], np.uint32)
-    for d in range(n):
-        if take_a[d]:
-            out[out_off[d] : out_off[d + 1]] = a_cp[a_off[d] : a_off[d + 1]]
-        else:
-            out[out_off[d] : out_off[d + 1]] = b_cp[b_off[d] : b_off[d + 1]]
-    return out, out_off
-
-
-@njit(nogil=True, cache=True)
-def join_pairs(a_cp, a_off, b_cp, b_off):
-    """Per document a + " " + b (no space when either side is empty)."""
-    n = len(a_off) - 1
-    out_off = np.zeros(n + 1, np.int64)
-    for d in range(n):
-        la = a_off[d + 1] - a_off[d]
-        lb = b_off[d + 1] - b_off[d]
-        out_off[d + 1] = out_off[d] + la + lb + (1 if la > 0 and lb > 0 else 0)
-    out = np.empty(out_off[n], np.uint32)
-    for d in range(n):
-        pos = out_off[d]
-        la = a_off[d + 1] - a_off[d]
-        lb = b_off[d + 1] - b_off[d]
-        out[pos : pos + la] = a_cp[a_off[d] : a_off[d + 1]]
-        pos += la
-        if la > 0 and lb > 0:
-            out[pos] = 32
-            pos += 1
-        out[pos : pos + lb] = b_cp[b_off[d] : b_off[d + 1]]
-    return out, out_off
-
-
-@njit(nogil=True, cache=True)
-def truncate(cp, offsets, limit):
-    """Each document cut to its first ``limit`` code points."""
-    n = len(offsets) - 1
-    out_off = np.zeros(n + 1, np.int64)
-    for d in range(n):
-        out_off[d + 1] = out_off[d] + min(offsets[d + 1] - offsets[d], limit)
-    out = np.empty(out_off[n], np.uint32)
-    for d in range(n):
-        length = out_off[d + 1] - out_off[d]
-        out[out_off[d] : out_off[d + 1]] = cp[offsets[d] : offsets[d] + length]
-    return out, out_off
-
-
-@njit(nogil=True, cache=True)
 def gather(cp, offsets, mask):
     """The documents selected by ``mask``, packed."""
     n = len(mask)

@@ -142,11 +142,6 @@ def site_codes_of(site: np.ndarray) -> np.ndarray:
     return pc.dictionary_encode(pa.array(site.astype(object), pa.string())).indices.to_numpy(zero_copy_only=False)
 
 
-def choose_texts(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], take_a: np.ndarray):
-    """Per document, the code points of ``a`` where ``take_a`` else of ``b``."""
-    return ck.choose(a[0], a[1], b[0], b[1], take_a.astype(np.bool_))
-
-
 def detect_lang(cp: np.ndarray, offsets: np.ndarray, given: pa.Array | None = None, threshold: float = 0.3) -> np.ndarray:
     """'zh' where CJK characters are more than ``threshold`` of the word characters, else 'en'.
 

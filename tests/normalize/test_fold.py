@@ -72,8 +72,14 @@ def _reference_near_view(titles, contents, sites, max_chars):
     doc, line_hash, _, _ = ck.token_lines(cp, off, ck.CLASSES)
     templates = template_lines(doc, line_hash, site_codes_of(sites)[doc])
     content_tok = strip_lines(cp, off, templates)
-    near = ck.join_pairs(*title_tok, *content_tok)
-    return ck.truncate(*near, max_chars), templates
+    rows = []
+    for d in range(len(title_tok[1]) - 1):
+        title = title_tok[0][title_tok[1][d] : title_tok[1][d + 1]]
+        content = content_tok[0][content_tok[1][d] : content_tok[1][d + 1]]
+        space = [32] if len(title) and len(content) else []
+        rows.append(np.concatenate([title, np.array(space, np.uint32), content]).astype(np.uint32)[:max_chars])
+    offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    return (np.concatenate(rows), offsets), templates
 
 
 def test_near_view_equals_strip_join_truncate():
