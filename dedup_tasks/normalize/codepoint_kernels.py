@@ -254,6 +254,21 @@ def replace_rows(cp, offsets, sub_cp, sub_off, mask):
 # faults on 4 KiB pages cost more than some of the passes themselves on this VM.
 
 
+@njit(inline="always", cache=True)
+def decode_at(data, i):
+    """(code point, byte length) of the valid UTF-8 sequence at ``data[i]``."""
+    b = np.int64(data[i])
+    if b < 0x80:
+        return b, 1
+    if b < 0xE0:
+        return ((b & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F), 2
+    if b < 0xF0:
+        return ((b & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F), 3
+    return (
+        ((b & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12) | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)
+    ), 4
+
+
 @njit(parallel=True, nogil=True, cache=True)
 def utf8_lengths(data, byte_offsets):
     """Code point count of each valid UTF-8 row ``data[byte_offsets[i]:byte_offsets[i+1]]``."""
@@ -276,24 +291,9 @@ def utf8_decode_into(data, byte_offsets, out, offsets):
         i = byte_offsets[d]
         end = byte_offsets[d + 1]
         while i < end:
-            b = np.uint32(data[i])
-            if b < 0x80:
-                out[pos] = b
-                i += 1
-            elif b < 0xE0:
-                out[pos] = ((b & 0x1F) << 6) | (np.uint32(data[i + 1]) & 0x3F)
-                i += 2
-            elif b < 0xF0:
-                out[pos] = ((b & 0x0F) << 12) | ((np.uint32(data[i + 1]) & 0x3F) << 6) | (np.uint32(data[i + 2]) & 0x3F)
-                i += 3
-            else:
-                out[pos] = (
-                    ((b & 0x07) << 18)
-                    | ((np.uint32(data[i + 1]) & 0x3F) << 12)
-                    | ((np.uint32(data[i + 2]) & 0x3F) << 6)
-                    | (np.uint32(data[i + 3]) & 0x3F)
-                )
-                i += 4
+            c, width = decode_at(data, i)
+            out[pos] = c
+            i += width
             pos += 1
 
 

@@ -21,6 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit, prange
 
+from dedup_tasks.normalize.codepoint_kernels import decode_at
+
 _TABLE_SIZE = 0x20000
 # Unified ideographs above the table (extensions B to I): NFKC-invariant, caseless.
 _IDEOGRAPHS_HIGH = ((0x20000, 0x2A6DF), (0x2A700, 0x2EE5D), (0x30000, 0x323AF))
@@ -82,21 +84,6 @@ def _free(table_free, high, c):
     return False
 
 
-@njit(inline="always", cache=True)
-def _decode_at(data, i):
-    """(code point, byte length) of the valid UTF-8 sequence at ``data[i]``."""
-    b = np.int64(data[i])
-    if b < 0x80:
-        return b, 1
-    if b < 0xE0:
-        return ((b & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F), 2
-    if b < 0xF0:
-        return ((b & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F), 3
-    return (
-        ((b & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12) | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)
-    ), 4
-
-
 @njit(parallel=True, nogil=True, cache=True)
 def _fold_lengths(data, byte_offsets, single, table_off, table_data, table_free, high):
     """Folded length of each UTF-8 row, and which rows need the full algorithm instead (length 0)."""
@@ -110,7 +97,7 @@ def _fold_lengths(data, byte_offsets, single, table_off, table_data, table_free,
         i = byte_offsets[d]
         end = byte_offsets[d + 1]
         while i < end:
-            c, width = _decode_at(data, i)
+            c, width = decode_at(data, i)
             i += width
             if c < size and single[c] != multi:
                 length += 1
@@ -136,7 +123,7 @@ def _fold_into(data, byte_offsets, single, table_off, table_data, table_free, hi
         i = byte_offsets[d]
         end = byte_offsets[d + 1]
         while i < end:
-            c, width = _decode_at(data, i)
+            c, width = decode_at(data, i)
             i += width
             if c < size and single[c] != multi:
                 out[pos] = single[c]
