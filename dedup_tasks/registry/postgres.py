@@ -12,6 +12,13 @@ registers the rest. Two batches committing at once are serialized by the lock, a
 sees the first one's rows in its re-check: a duplicate pair can never be kept by both. Because the
 snapshot lives in the database, a commit task in another process (an Airflow task) uses the
 snapshot that the run's first task recorded.
+
+Compaction (`compact()`, a maintenance step: never part of a commit) moves the recent tier into the
+main tier holding the advisory lock shared (commits wait), then empties the recent partitions with TRUNCATE.
+TRUNCATE is not MVCC-safe: a transaction whose snapshot predates it would see the recent tier empty
+and the moved rows not yet in the main tier. So every lookup transaction first takes ACCESS SHARE
+locks on the fingerprint tables (LOCK TABLE, before any statement takes its snapshot): TRUNCATE waits
+for lookups in flight, and lookups that start later wait for the compaction to commit.
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ log = logging.getLogger(__name__)
 
 LAYERS = ("url", "exact", "simhash", "minhash")
 TABLES = ("url_keys", "content_hashes", "simhashes", "minhash_signatures", "minhash_bands")
-# Order in which compaction moves each table's rows: its largest index's key.
+# Order in which compaction moves each table's rows: its largest index's key, so that the main tier's
+# B-tree takes them leaf by leaf instead of at random.
 _COMPACT_ORDER = {
     "url_keys": "url_key",
     "content_hashes": "content_hi",
@@ -76,8 +84,8 @@ class PostgresRegistry(Registry):
     ~150 candidates per band per query, so the pipeline should pass its largest distance of interest.
     conflict_max_hamming / conflict_min_jaccard: the commit re-check's rules (defaults 3 and 0.8).
     parallel_lookups: run the SimHash and MinHash lookups as two halves on two connections (two
-    server processes: the machine's second core). compact_threshold_docs: after a commit, move the
-    recent tier into the main tier once it holds this many documents (None: only `compact()` does).
+    server processes: the machine's second core). Commits never compact: `compact()` is a maintenance
+    step (`python -m dedup_tasks db compact`, the dedup_registry_maintenance DAG).
 
     Not thread-safe: one object per thread (or process).
     """
@@ -97,7 +105,6 @@ class PostgresRegistry(Registry):
         auto_migrate: bool = False,
         work_mem: str = "256MB",
         parallel_lookups: bool = True,
-        compact_threshold_docs: int | None = 1_000_000,
         connect_kwargs: dict[str, Any] | None = None,
     ) -> None:
         self.dsn = dsn
@@ -111,15 +118,19 @@ class PostgresRegistry(Registry):
         self.num_perm = num_perm
         self.work_mem = work_mem
         self.parallel_lookups = parallel_lookups
-        self.compact_threshold_docs = compact_threshold_docs
         self._connect_kwargs = dict(connect_kwargs or {})
         self._conns: dict[str, Any] = {}
         self._lock_key = advisory_key(f"crawl-dedup:registry:{schema}")
+        self._compact_lock_key = advisory_key(f"crawl-dedup:registry-compaction:{schema}")
         self._begun: set[str] = set()
         self._bloom: bloom_mod.PersistedBloom | None = None
         # Test hook: called as hook(stage, cursor) at "locked", "deleted", "checked", "inserted" inside
         # the commit transaction (the failure tests drop the connection there).
         self.commit_hook: CommitHook | None = None
+        # Test hooks: lookup_hook(cursor) runs in every lookup transaction once its table locks are
+        # held; compact_hook(stage, cursor) at "locked", "moved" and "truncated" inside compaction.
+        self.lookup_hook: Callable[[Any], None] | None = None
+        self.compact_hook: CommitHook | None = None
         self.stats: dict[str, int] = {"bloom_skipped": 0, "bloom_maybe": 0}
         self.last_commit_seconds: dict[str, float] = {}
 
@@ -150,7 +161,11 @@ class PostgresRegistry(Registry):
             with conn.cursor() as cur:
                 if repeatable_read:
                     cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    # Before the first statement that takes the snapshot: see the module docstring.
+                    cur.execute(f"LOCK TABLE {', '.join(TABLES)} IN ACCESS SHARE MODE")
                     _index_probes_only(cur)
+                    if self.lookup_hook is not None:
+                        self.lookup_hook(cur)
                 yield cur
             conn.commit()
         except BaseException:
@@ -582,11 +597,6 @@ class PostgresRegistry(Registry):
                 (batch_id, lo, hi, len(registered)),
             )
         self.last_commit_seconds["committed"] = time.perf_counter() - started
-        if self.compact_threshold_docs is not None:
-            try:
-                self.compact(min_docs=self.compact_threshold_docs)
-            except psycopg2.Error as exc:  # the commit stands; the next one tries again
-                log.warning("registry compaction after the commit of %s failed: %s", batch_id, exc)
         return CommitResult(registered=len(registered), conflicts=conflicts)
 
     def _delete_rows(self, cur: Any, batch_id: str, lo: int, hi: int) -> None:
@@ -796,36 +806,55 @@ class PostgresRegistry(Registry):
             return int(cur.fetchone()[0])
 
     def compact(self, min_docs: int = 0) -> dict[str, Any]:
-        """Move the recent tier into the main tier, in index-key order; returns rows moved and seconds.
+        """Move the recent tier into the main tier; returns rows moved and seconds per step.
 
-        Holds the registry lock (commits wait; lookups do not: rows are moved with INSERT + DELETE, so a
-        lookup's snapshot sees them in exactly one tier). Then VACUUMs both tiers, which sets the
-        visibility-map bits the SimHash index-only scans rely on. Does nothing below `min_docs`.
+        A maintenance step, run outside the pipeline's commits (`db compact`, the
+        dedup_registry_maintenance DAG). Does nothing while the recent tier holds fewer than
+        `min_docs` documents (or none). Holds the registry lock (shared), so commits wait; lookups
+        and begin() do not, except that the TRUNCATE at the end waits for lookups in flight and
+        lookups starting meanwhile wait for it to commit (module docstring).
+        Afterwards VACUUMs the main tier, which sets the visibility-map bits of the moved rows
+        (index-only scans).
         """
         started = time.perf_counter()
+        steps: dict[str, float] = {}
         moved: dict[str, int] = {}
+
+        def mark(name: str, since: float) -> float:
+            now = time.perf_counter()
+            steps[name] = now - since
+            return now
+
+        hook = self.compact_hook or (lambda stage, cur: None)
         with self._transaction() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+            # One compaction at a time; the registry lock is taken shared: that keeps commits out (they
+            # take it exclusively) but lets runs record their snapshot (shared) meanwhile.
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._compact_lock_key,))
+            cur.execute("SELECT pg_advisory_xact_lock_shared(%s)", (self._lock_key,))
+            hook("locked", cur)
             cur.execute("SELECT count(*) FROM content_hashes_recent")
             if int(cur.fetchone()[0]) < max(min_docs, 1):
-                return {"moved": {}, "seconds": time.perf_counter() - started}
+                return {"moved": {}, "seconds": time.perf_counter() - started, "steps": steps}
+            t = time.perf_counter()
             for table, order in _COMPACT_ORDER.items():
-                cur.execute(
-                    "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute"
-                    " WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped AND attname <> 'tier'",
-                    (table,),
-                )
-                cols = cur.fetchone()[0]
-                # Key order: the main tier's B-tree takes the rows leaf by leaf instead of at random.
+                cols = _columns(cur, table)
                 cur.execute(
                     f"INSERT INTO {table}_main ({cols}, tier) SELECT {cols}, 0 FROM {table}_recent ORDER BY {order}"
                 )
                 moved[table] = cur.rowcount
-                cur.execute(f"DELETE FROM {table}_recent")
-        self.vacuum(tables=[f"{t}_{tier}" for t in TABLES for tier in ("recent", "main")])
+                t = mark(f"insert_{table}", t)
+            hook("moved", cur)
+            # One statement for all recent partitions: a new empty file each, no dead rows to vacuum.
+            cur.execute(f"TRUNCATE {', '.join(f'{table}_recent' for table in TABLES)}")
+            hook("truncated", cur)
+        t = mark("truncate_commit", t)
+        # ANALYZE is left to autovacuum: the lookup plans are fixed (_index_probes_only), and sampling
+        # the main tier costs random reads for statistics that barely change.
+        self.vacuum(analyze=False, tables=[f"{table}_main" for table in TABLES])
+        mark("vacuum_main", t)
         seconds = time.perf_counter() - started
-        log.info("registry compacted: %s rows moved to the main tier in %.1f s", moved, seconds)
-        return {"moved": moved, "seconds": seconds}
+        log.info("registry compacted: %s rows moved to the main tier in %.1f s %s", moved, seconds, steps)
+        return {"moved": moved, "seconds": seconds, "steps": steps}
 
 
 # ---- helpers --------------------------------------------------------------------------------------
@@ -838,6 +867,16 @@ def _index_probes_only(cur: Any) -> None:
     key order, so the probes walk each index from left to right.
     """
     cur.execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
+
+
+def _columns(cur: Any, table: str) -> str:
+    """The table's columns except the partition key `tier`, quoted, in table order."""
+    cur.execute(
+        "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute"
+        " WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped AND attname <> 'tier'",
+        (table,),
+    )
+    return str(cur.fetchone()[0])
 
 
 def _expand(u_rows: np.ndarray, inv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
