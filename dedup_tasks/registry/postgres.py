@@ -2,7 +2,8 @@
 
 Every lookup is one transaction: the query keys are COPYed (binary) into a temporary table, one join
 query answers all of them, and the answer comes back through one COPY; no query is ever issued per
-document. Schema and storage decisions are documented in migrations/0001_initial.sql.
+document. SimHash is the exception to the join: its band join runs in memory over the registered
+values read with one COPY (see `_simhash_matches`). Schema and storage decisions are documented in migrations/0001_initial.sql.
 
 Concurrency. `begin(batch_id)` records, in registry_batches, the last seq committed when the batch's
 run started (taken under a shared advisory lock, so no commit is half-visible). `commit` takes the
@@ -36,9 +37,11 @@ import psycopg2
 import pyarrow as pa
 from psycopg2 import sql
 
+from dedup_tasks.registry import _bandjoin
 from dedup_tasks.registry import bloom as bloom_mod
 from dedup_tasks.registry._pgio import (
     copy_in,
+    copy_out_int8,
     copy_out_table,
     hex_to_bytes,
     i64_to_u64,
@@ -68,9 +71,9 @@ _COMPACT_ORDER = {
 _SESSION_SETTINGS = {"jit": "off"}
 
 CommitHook = Callable[[str, Any], None]
-# A lookup part: (cursor, part index) -> result rows; a runner executes a list of parts.
-Part = Callable[[Any, int], pa.Table]
-Runner = Callable[[list[Part]], list[pa.Table]]
+# A lookup part: (cursor, part index) -> result (a pa.Table or an array); a runner executes a list of parts.
+Part = Callable[[Any, int], Any]
+Runner = Callable[[list[Part]], list[Any]]
 
 
 class PostgresRegistry(Registry):
@@ -190,7 +193,7 @@ class PostgresRegistry(Registry):
     def _lookup_runner(self) -> Runner:
         """Runs lookup parts, each in its own REPEATABLE READ transaction; two at once on two connections."""
 
-        def run(parts: list[Part]) -> list[pa.Table]:
+        def run(parts: list[Part]) -> list[Any]:
             if len(parts) == 1 or not self.parallel_lookups:
                 with self._transaction(repeatable_read=True) as cur:
                     return [part(cur, k) for k, part in enumerate(parts)]
@@ -358,11 +361,16 @@ class PostgresRegistry(Registry):
     def _simhash_matches(
         self, run: Runner, values: np.ndarray, where: str, params: dict[str, Any], max_distance: int | None
     ) -> Matches:
+        """Band-sharing rows (within max_distance when given) of the registered rows matching `where`.
+
+        Three steps: (1) the registered SimHash values (8 bytes each) are read with one binary COPY,
+        in two halves on two connections; (2) the band join and the distance test run in memory
+        (_bandjoin, exact); (3) the (query, value) pairs found are COPYed back and joined to their
+        rows through the (band0, simhash) index, with `where` applied. Step 1 reads every registered
+        value, but a batch of 1e5 queries touches ~80% of the 65536 values of each band anyway, so
+        the band indexes would read every row about six times.
+        """
         uniq, inv = np.unique(values, return_inverse=True)
-        bands = [
-            u16_to_i16(((uniq >> np.uint64(16 * i)) & np.uint64(0xFFFF)).astype(np.uint16)) for i in range(4)
-        ]
-        signed = u64_to_i64(uniq)
         schema = [
             ("u", pa.int64()),
             ("seq", pa.int64()),
@@ -370,57 +378,38 @@ class PostgresRegistry(Registry):
             ("batch_id", pa.string()),
             ("simhash", pa.int64()),
         ]
+        if len(uniq) == 0:
+            res = _empty_table(schema)
+        else:
 
-        def part(cur: Any, k: int) -> pa.Table:
-            # Part k answers bands 2k and 2k+1 (two parts: the two halves of the work).
-            mine = (2 * k, 2 * k + 1)
-            probe = f"_probe_sim{k}"
-            cur.execute(
-                f"CREATE TEMP TABLE {probe} (u int4 NOT NULL, s int8 NOT NULL, b{mine[0]} int2 NOT NULL,"
-                f" b{mine[1]} int2 NOT NULL) ON COMMIT DROP"
-            )
-            # Probes in the order of the first band's index: they walk it from left to right.
-            order = np.argsort(bands[mine[0]], kind="stable")
-            copy_in(
-                cur,
-                probe,
-                ["u", "s", f"b{mine[0]}", f"b{mine[1]}"],
-                [("int4", order), ("int8", signed[order])] + [("int2", bands[i][order]) for i in mine],
-            )
-            cur.execute(f"ANALYZE {probe}")
-            local = dict(params)
-            if max_distance is None:
-                query = " UNION ALL ".join(
-                    f"SELECT p.u, t.seq, t.doc_id, t.batch_id, t.simhash FROM {probe} p"
-                    f" JOIN simhashes t ON t.band{i} = p.b{i} WHERE {where}"
-                    for i in mine
-                )
-            else:
-                # Phase 1 is an index-only scan of (band_i, simhash): the distance filter runs on index
-                # tuples, so the ~N/65536 rows per band value are never read from the heap. Phase 2
-                # reads the survivors' rows through (band0, simhash), which every row with that
-                # simhash shares.
-                branches = [
-                    f"SELECT p.u, t.simhash FROM {probe} p JOIN simhashes t ON t.band{i} = p.b{i}"
-                    " WHERE bit_count(int8send(t.simhash # p.s)) <= %(maxd)s"
-                    for i in mine
-                ]
-                query = (
-                    "WITH c AS MATERIALIZED (SELECT DISTINCT u, simhash FROM ("
-                    + " UNION ALL ".join(branches)
-                    + ") x) SELECT c.u, t.seq, t.doc_id, t.batch_id, t.simhash FROM c JOIN simhashes t"
-                    " ON t.band0 = (((c.simhash & 65535) # 32768) - 32768)::int2 AND t.simhash = c.simhash"
-                    f" WHERE {where}"
-                )
-                local["maxd"] = int(max_distance)
-            return copy_out_table(cur, query, local, schema)
+            def fetch(cur: Any, k: int) -> pa.Table:
+                # Halves by the sign of band0: each is a range of the (band0, simhash) index.
+                half = "t.band0 < 0" if k == 0 else "t.band0 >= 0"
+                return copy_out_int8(cur, f"SELECT t.simhash FROM simhashes t WHERE {half} AND {where}", params, 1)
 
-        res = pa.concat_tables(run([part, part])) if len(uniq) else _empty_table(schema)
-        # A candidate sharing several bands comes back once per band: one row per (unique query, row).
-        u, seq = res.column("u").to_numpy(), res.column("seq").to_numpy()
-        first = _first_of_pairs(u, seq)
-        rows, query = _expand(u[first], inv)
-        rows = first[rows]
+            registered = i64_to_u64(np.concatenate([part.ravel() for part in run([fetch, fetch])]))
+            q_idx, found = _bandjoin.band_join(registered, uniq, max_distance)
+            del registered
+            # One row per (query, value): equal SimHashes of several documents come back from step 3.
+            pairs = np.unique(np.stack([q_idx, u64_to_i64(found)], axis=1), axis=0)
+
+            def confirm(cur: Any, k: int) -> pa.Table:
+                cur.execute("CREATE TEMP TABLE _probe_sim (u int4 NOT NULL, s int8 NOT NULL) ON COMMIT DROP")
+                order = np.argsort(pairs[:, 1], kind="stable")
+                copy_in(cur, "_probe_sim", ["u", "s"], [("int4", pairs[order, 0]), ("int8", pairs[order, 1])])
+                cur.execute("ANALYZE _probe_sim")
+                return copy_out_table(
+                    cur,
+                    "SELECT c.u, t.seq, t.doc_id, t.batch_id, t.simhash FROM _probe_sim c JOIN simhashes t"
+                    " ON t.band0 = (((c.s & 65535) # 32768) - 32768)::int2 AND t.simhash = c.s"
+                    f" WHERE {where}",
+                    params,
+                    schema,
+                )
+
+            res = run([confirm])[0] if len(pairs) else _empty_table(schema)
+        u = res.column("u").to_numpy()
+        rows, query = _expand(u, inv)
         return Matches(
             query,
             text_column(res, "doc_id")[rows],
