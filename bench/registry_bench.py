@@ -1,6 +1,7 @@
 """Registry benchmark: one 100,000-document batch against a registry holding N documents.
 
     python -m bench registry [--docs 10000000] [--batch 100000] [--db-url URL | --root DIR]
+                             [--reuse] [--recent-docs N] [--fill-recent N] [--no-warmup] [--no-compact]
 
 Loads N synthetic documents (random 64-bit URL keys, 128-bit content hashes, SimHashes and 128-value
 MinHash signatures with their 21 LSH band keys, 100,000 documents per hourly batch) by binary COPY,
@@ -9,6 +10,13 @@ full-page writes an hourly commit pays in steady state), then times one batch as
 it: begin, the four lookups (URL through the Bloom filter, SimHash with the pipeline's distance
 bound 12), and the commit of what the lookups did not find. The batch has planted duplicates of
 registered documents in every layer, so the lookups return real hits.
+
+The recent tier's state matters (every commit inserts into it, every lookup also probes it): the
+load puts --recent-docs of the documents there; --fill-recent N commits further 100k-doc batches
+(what crawl hours do between two compactions) until it holds N. Unless --no-compact, the run ends by
+timing a compaction (`PostgresRegistry.compact`, the maintenance step) of whatever the recent tier
+then holds. --no-warmup times the batch right after the server start (empty shared buffers; the OS
+page cache is whatever it is).
 
 Also reported: bytes stored per document per table, Bloom filter memory, its measured false-positive
 rate at the registry's fill and at its design fill (100M keys in the 100M-sized filter).
@@ -53,7 +61,9 @@ BENCH_SETTINGS = {
     "maintenance_work_mem": "2GB",
     "max_wal_size": "16GB",
     "checkpoint_timeout": "30min",
-    "wal_compression": "on",
+    # lz4, not pglz ("on"): commits and compactions write full-page images of B-tree pages of random
+    # keys, which pglz compresses slowly and hardly at all.
+    "wal_compression": "lz4",
     "max_parallel_maintenance_workers": "2",
 }
 

@@ -96,7 +96,7 @@ def test_compaction_moves_everything_and_every_answer_stays_the_same(loaded, adm
     assert before == all_lookups(mem, query)
     assert pg.compact(min_docs=5000)["moved"] == {}  # below the threshold: nothing happens
     done = pg.compact()
-    assert done["moved"]["content_hashes"] == 1200 and set(done["steps"]) >= {"truncate_commit", "vacuum_main"}
+    assert done["moved"]["content_hashes"] == 1200 and set(done["steps"]) >= {"truncate_commit", "vacuum_simhashes_main"}
     rows = tier_rows(admin, schema)
     assert all(recent == 0 and main > 0 for main, recent in rows.values())
     assert all_lookups(pg, query) == before
