@@ -262,6 +262,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("docs", type=int)
     p.add_argument("seed", type=int)
     p.add_argument("--repeats", type=int, default=THROUGHPUT_REPEATS)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # argparse.REMAINDER does not take a leading option ("registry --root X"): hand the rest over as is.
+    if argv[:1] == ["registry"]:
+        from bench.registry_bench import main as registry_main
+
+        return registry_main(argv[1:])
+    if argv[:1] == ["pairs"]:
+        from bench.pairs import main as pairs_main
+
+        return pairs_main(argv[1:])
     args = parser.parse_args(argv)
 
     if args.command == "_throughput_child":

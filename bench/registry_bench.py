@@ -1,6 +1,7 @@
 """Registry benchmark: one 100,000-document batch against a registry holding N documents.
 
     python -m bench registry [--docs 10000000] [--batch 100000] [--db-url URL | --root DIR]
+                             [--reuse] [--recent-docs N] [--fill-recent N] [--no-warmup] [--no-compact]
 
 Loads N synthetic documents (random 64-bit URL keys, 128-bit content hashes, SimHashes and 128-value
 MinHash signatures with their 21 LSH band keys, 100,000 documents per hourly batch) by binary COPY,
@@ -9,6 +10,13 @@ full-page writes an hourly commit pays in steady state), then times one batch as
 it: begin, the four lookups (URL through the Bloom filter, SimHash with the pipeline's distance
 bound 12), and the commit of what the lookups did not find. The batch has planted duplicates of
 registered documents in every layer, so the lookups return real hits.
+
+The recent tier's state matters (every commit inserts into it, every lookup also probes it): the
+load puts --recent-docs of the documents there; --fill-recent N commits further 100k-doc batches
+(what crawl hours do between two compactions) until it holds N. Unless --no-compact, the run ends by
+timing a compaction (`PostgresRegistry.compact`, the maintenance step) of whatever the recent tier
+then holds. --no-warmup times the batch right after the server start (empty shared buffers; the OS
+page cache is whatever it is).
 
 Also reported: bytes stored per document per table, Bloom filter memory, its measured false-positive
 rate at the registry's fill and at its design fill (100M keys in the 100M-sized filter).
@@ -43,6 +51,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 NUM_PERM, BANDS, ROWS = 128, 21, 6
 BATCH_DOCS = 100_000
 BASE_HOUR = np.datetime64("2026-01-01T00", "h")
+FILL_INDEX = 500_000  # batch index of the first recent-tier fill batch (--fill-recent)
+TIMED_INDEX = 10**6  # batch index of the timed batch: sorts after every loaded and fill batch
 
 # Server settings of the embedded run: a registry server with memory to spare (24 GB machine).
 BENCH_SETTINGS = {
@@ -51,7 +61,9 @@ BENCH_SETTINGS = {
     "maintenance_work_mem": "2GB",
     "max_wal_size": "16GB",
     "checkpoint_timeout": "30min",
-    "wal_compression": "on",
+    # lz4, not pglz ("on"): commits and compactions write full-page images of B-tree pages of random
+    # keys, which pglz compresses slowly and hardly at all.
+    "wal_compression": "lz4",
     "max_parallel_maintenance_workers": "2",
 }
 
@@ -266,6 +278,33 @@ def plant_batch(
     return fp, planted
 
 
+def fill_recent_tier(
+    registry: PostgresRegistry, cur: Any, args: argparse.Namespace, sample: dict[str, np.ndarray], log: Any
+) -> dict[str, Any]:
+    """Commit batches (begin + commit, no lookups) until the recent tier holds --fill-recent docs.
+
+    What ~10 crawl hours do between two compactions; the commit seconds show how a commit's cost
+    grows with the recent tier.
+    """
+    cur.execute(
+        f'SELECT count(*) FROM "{args.schema}".registry_batches WHERE batch_id >= %s AND batch_id < %s',
+        (batch_id_of(FILL_INDEX), batch_id_of(TIMED_INDEX - 1)),
+    )
+    done = int(cur.fetchone()[0])
+    cur.connection.commit()
+    seconds: list[float] = []
+    while (recent := registry.recent_docs()) < args.fill_recent:
+        fp, _ = plant_batch(np.random.default_rng(args.seed + 1000 + done), args.batch, sample, f"fill{done}")
+        batch = batch_id_of(FILL_INDEX + done)
+        t = time.perf_counter()
+        registry.begin(batch)
+        registry.commit(batch, fp)
+        seconds.append(time.perf_counter() - t)
+        log(f"fill commit {batch}: {seconds[-1]:.1f} s (recent tier had {recent:,} docs)")
+        done += 1
+    return {"target_recent_docs": args.fill_recent, "commit_seconds": seconds}
+
+
 def measure_bloom_at_design_fill(capacity: int, fp_rate: float, seed: int, log: Any) -> dict[str, Any]:
     """Allocate the full-size filter, add `capacity` random keys, measure false positives on fresh keys."""
     rss0 = _rss_mb()
@@ -329,6 +368,13 @@ def main(argv: list[str] | None = None) -> int:
         default=500_000,
         help="of --docs, how many sit in the recent tier (half the default compaction threshold)",
     )
+    parser.add_argument(
+        "--fill-recent",
+        type=int,
+        default=0,
+        help="before timing, commit synthetic --batch-sized batches until the recent tier holds this many"
+        " docs (kept across --reuse runs until a compaction moves them)",
+    )
     parser.add_argument("--no-compact", action="store_true", help="skip timing a compaction after the batch")
     parser.add_argument("--no-warmup", action="store_true", help="time the batch on a cold cache")
     parser.add_argument("--seed", type=int, default=0)
@@ -384,7 +430,7 @@ def _run(args: argparse.Namespace, dsn: str, result: dict[str, Any], log: Any) -
         if cur.fetchone()[0] is not None:
             cur.execute(
                 f'SELECT coalesce(max(seq_hi), 0) FROM "{args.schema}".registry_batches WHERE batch_id < %s',
-                (batch_id_of(10**6),),
+                (batch_id_of(FILL_INDEX),),
             )
             loaded_docs = int(cur.fetchone()[0])
         conn.commit()
@@ -392,12 +438,16 @@ def _run(args: argparse.Namespace, dsn: str, result: dict[str, Any], log: Any) -
         log(f"reusing the loaded registry ({loaded_docs:,} docs)")
         migrate(conn, args.schema)  # code may have gained migrations since the load
         sample = dict(np.load(sample_path, allow_pickle=True))
-        # Remove what an earlier timed batch registered, so the numbers are comparable.
-        for table in ("url_keys", "content_hashes", "simhashes", "minhash_signatures", "minhash_bands"):
-            cur.execute(f'DELETE FROM "{args.schema}".{table} WHERE seq > %s', (args.docs,))
+        # Remove what earlier timed batches registered (the recent-tier fill stays), so the numbers
+        # are comparable. Their rows may sit in either tier: delete by their seq ranges.
         cur.execute(
-            f'DELETE FROM "{args.schema}".registry_batches WHERE seq_lo IS NULL OR seq_lo > %s', (args.docs,)
+            f'SELECT seq_lo, seq_hi FROM "{args.schema}".registry_batches WHERE batch_id >= %s AND seq_lo IS NOT NULL',
+            (batch_id_of(TIMED_INDEX - 1),),
         )
+        for lo, hi in cur.fetchall():
+            for table in ("url_keys", "content_hashes", "simhashes", "minhash_signatures", "minhash_bands"):
+                cur.execute(f'DELETE FROM "{args.schema}".{table} WHERE seq BETWEEN %s AND %s', (lo, hi))
+        cur.execute(f'DELETE FROM "{args.schema}".registry_batches WHERE batch_id >= %s', (batch_id_of(TIMED_INDEX - 1),))
         conn.commit()
         result["load"] = {"reused": True}
     else:
@@ -421,7 +471,6 @@ def _run(args: argparse.Namespace, dsn: str, result: dict[str, Any], log: Any) -
         num_perm=NUM_PERM,
         bloom_path=bloom_path,
         simhash_max_distance=12,
-        compact_threshold_docs=None,  # compaction is timed on its own below
     )
     result["tables"] = registry.table_stats()
     for name, t in result["tables"].items():
@@ -446,12 +495,16 @@ def _run(args: argparse.Namespace, dsn: str, result: dict[str, Any], log: Any) -
     result["bloom"] = bloom_info
     log(f"bloom: {json.dumps(bloom_info)}")
 
+    if args.fill_recent:
+        result["fill"] = fill_recent_tier(registry, cur, args, sample, log)
+    result["recent_docs_before_batch"] = registry.recent_docs()
+
     if not args.no_warmup:
         # A registry server runs for months: its index pages are in memory, not read cold after the
         # (re)start this benchmark did. One untimed batch of lookups warms them as earlier hours would.
         t = time.perf_counter()
         warm, _ = plant_batch(np.random.default_rng(args.seed + 2), args.batch, sample, "warm")
-        warm_batch = batch_id_of(10**6 - 1)
+        warm_batch = batch_id_of(TIMED_INDEX - 1)
         registry.lookup_urls(warm_batch, warm.url_key)
         registry.lookup_content(warm_batch, warm.content_hash)
         registry.simhash_candidates(warm_batch, warm.simhash)
@@ -464,7 +517,7 @@ def _run(args: argparse.Namespace, dsn: str, result: dict[str, Any], log: Any) -
     cur.execute("CHECKPOINT")
     conn.autocommit = False
 
-    batch_id = batch_id_of(10**6)  # sorts after every loaded batch
+    batch_id = batch_id_of(TIMED_INDEX)
     fp, planted = plant_batch(np.random.default_rng(args.seed + 1), args.batch, sample, "bench")
     steps: dict[str, float] = {}
     hits: dict[str, int] = {}
@@ -486,6 +539,7 @@ def _run(args: argparse.Namespace, dsn: str, result: dict[str, Any], log: Any) -
     exact_dup = np.unique(m.query)
     hits["exact"] = len(exact_dup)
     m = timed("simhash_candidates", lambda: registry.simhash_candidates(batch_id, fp.simhash))
+    log(f"simhash steps: {registry.last_simhash_seconds}")
     dist = np.bitwise_count(m.payload["simhash"] ^ fp.simhash[m.query])
     sim_dup = np.unique(m.query[dist <= 3])
     hits["simhash_candidates_within_12"] = len(m)
@@ -503,6 +557,7 @@ def _run(args: argparse.Namespace, dsn: str, result: dict[str, Any], log: Any) -
     )
     steps["lookups_plus_commit"] = steps["lookups_total"] + steps["commit"] + steps["begin"]
     commit_stages = dict(registry.last_commit_seconds)
+    simhash_steps = dict(registry.last_simhash_seconds)
     result["batch"] = {
         "batch_id": batch_id,
         "planted_per_layer": planted,
@@ -514,6 +569,7 @@ def _run(args: argparse.Namespace, dsn: str, result: dict[str, Any], log: Any) -
         "conflicts": len(res.conflicts),
         "seconds": steps,
         "commit_stages_cumulative_seconds": commit_stages,
+        "simhash_steps_seconds": simhash_steps,
         "load_average": os.getloadavg(),
         "target_seconds": 60,
         "meets_target": steps["lookups_plus_commit"] < 60,
@@ -528,6 +584,7 @@ def _run(args: argparse.Namespace, dsn: str, result: dict[str, Any], log: Any) -
         result["compaction"] = {
             "recent_docs_moved": recent,
             "seconds": done["seconds"],
+            "steps_seconds": done["steps"],
             "rows_moved": done["moved"],
         }
     result["tables_after"] = registry.table_stats()

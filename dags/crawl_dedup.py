@@ -65,7 +65,7 @@ def crawl_dedup():
     def semantic(_: dict) -> dict:
         return _step("semantic")
 
-    # The default 30-minute timeout: a commit may also merge the registry's recent tier.
+    # Never compacts the registry (dedup_registry_maintenance does), but may wait for a compaction.
     @task
     def commit(_: dict) -> dict:
         return _step("commit")

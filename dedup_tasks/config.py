@@ -43,7 +43,7 @@ DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
 )
 
 # Fields that do not change decisions and therefore stay out of the config hash.
-_OPERATIONAL_FIELDS = frozenset({"root", "db_url", "db_schema", "progress"})
+_OPERATIONAL_FIELDS = frozenset({"root", "db_url", "db_schema", "progress", "compact_threshold_docs"})
 
 
 class ConfigError(ValueError):
@@ -55,6 +55,8 @@ class DedupConfig:
     root: str = "./data"
     db_url: str | None = None
     db_schema: str = "dedup"
+    # Registry maintenance (never part of a batch): compact the recent tier once it holds this many docs.
+    compact_threshold_docs: int = 1_000_000
     layers: tuple[str, ...] = DEFAULT_LAYERS
     progress: bool = True
 

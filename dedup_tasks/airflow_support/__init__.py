@@ -3,6 +3,12 @@
 DAG files call ``run_step(step, context)``; everything else is plain ``dedup_tasks``.
 """
 
-from dedup_tasks.airflow_support.tasks import PARAM_SPECS, batch_id_for, config_from_params, run_step
+from dedup_tasks.airflow_support.tasks import (
+    PARAM_SPECS,
+    batch_id_for,
+    config_from_params,
+    run_compaction,
+    run_step,
+)
 
-__all__ = ["PARAM_SPECS", "batch_id_for", "config_from_params", "run_step"]
+__all__ = ["PARAM_SPECS", "batch_id_for", "config_from_params", "run_compaction", "run_step"]

@@ -61,3 +61,13 @@ def run_step(step: str, context: Mapping[str, Any]) -> dict:
     os.environ.setdefault("DEDUP_ROOT", str(paths.root))
     with _registry(config, step) as registry:
         return run(step, paths, config, registry)
+
+
+def run_compaction(context: Mapping[str, Any]) -> dict:
+    """The maintenance DAG's task: compact the registry when its recent tier is over the threshold."""
+    from dedup_tasks.registry.maintenance import compact_registry
+
+    params = dict(context.get("params") or {})
+    min_docs = params.pop("min_docs", None)
+    config = DedupConfig.load({"root": params.get("root")})
+    return compact_registry(config, min_docs)

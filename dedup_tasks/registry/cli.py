@@ -3,7 +3,8 @@
 db migrate         apply missing migrations (idempotent)
 db status          schema version, rows per table, bytes per document
 db rebuild-bloom   rebuild the URL Bloom filter from the registry
-db compact         move the recent tier into the main tier now (commits do it past a threshold)
+db compact         move the recent tier into the main tier now (commits never do; the
+                   dedup_registry_maintenance DAG does past compact_threshold_docs)
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ def db_main(argv: list[str]) -> int:
                 stack.callback(registry.close)
                 done = registry.compact(min_docs=args.min_docs)
                 moved = done["moved"].get("content_hashes", 0)
-                print(f"compacted: {moved} documents moved to the main tier in {done['seconds']:.1f} s")
+                steps = ", ".join(f"{name} {sec:.1f} s" for name, sec in done["steps"].items())
+                print(f"compacted: {moved} documents moved to the main tier in {done['seconds']:.1f} s ({steps})")
                 return 0
 
             if args.command == "rebuild-bloom":

@@ -2,7 +2,8 @@
 
 Every lookup is one transaction: the query keys are COPYed (binary) into a temporary table, one join
 query answers all of them, and the answer comes back through one COPY; no query is ever issued per
-document. Schema and storage decisions are documented in migrations/0001_initial.sql.
+document. SimHash is the exception to the join: its band join runs in memory over the registered
+values read with one COPY (see `_simhash_matches`). Schema and storage decisions are documented in migrations/0001_initial.sql.
 
 Concurrency. `begin(batch_id)` records, in registry_batches, the last seq committed when the batch's
 run started (taken under a shared advisory lock, so no commit is half-visible). `commit` takes the
@@ -12,6 +13,13 @@ registers the rest. Two batches committing at once are serialized by the lock, a
 sees the first one's rows in its re-check: a duplicate pair can never be kept by both. Because the
 snapshot lives in the database, a commit task in another process (an Airflow task) uses the
 snapshot that the run's first task recorded.
+
+Compaction (`compact()`, a maintenance step: never part of a commit) moves the recent tier into the
+main tier holding the advisory lock shared (commits wait), then empties the recent partitions with TRUNCATE.
+TRUNCATE is not MVCC-safe: a transaction whose snapshot predates it would see the recent tier empty
+and the moved rows not yet in the main tier. So every lookup transaction first takes ACCESS SHARE
+locks on the fingerprint tables (LOCK TABLE, before any statement takes its snapshot): TRUNCATE waits
+for lookups in flight, and lookups that start later wait for the compaction to commit.
 """
 
 from __future__ import annotations
@@ -29,9 +37,11 @@ import psycopg2
 import pyarrow as pa
 from psycopg2 import sql
 
+from dedup_tasks.registry import _bandjoin
 from dedup_tasks.registry import bloom as bloom_mod
 from dedup_tasks.registry._pgio import (
     copy_in,
+    copy_out_int8,
     copy_out_table,
     hex_to_bytes,
     i64_to_u64,
@@ -46,7 +56,8 @@ log = logging.getLogger(__name__)
 
 LAYERS = ("url", "exact", "simhash", "minhash")
 TABLES = ("url_keys", "content_hashes", "simhashes", "minhash_signatures", "minhash_bands")
-# Order in which compaction moves each table's rows: its largest index's key.
+# Order in which compaction moves each table's rows: its largest index's key, so that the main tier's
+# B-tree takes them leaf by leaf instead of at random.
 _COMPACT_ORDER = {
     "url_keys": "url_key",
     "content_hashes": "content_hi",
@@ -60,9 +71,9 @@ _COMPACT_ORDER = {
 _SESSION_SETTINGS = {"jit": "off"}
 
 CommitHook = Callable[[str, Any], None]
-# A lookup part: (cursor, part index) -> result rows; a runner executes a list of parts.
-Part = Callable[[Any, int], pa.Table]
-Runner = Callable[[list[Part]], list[pa.Table]]
+# A lookup part: (cursor, part index) -> result (a pa.Table or an array); a runner executes a list of parts.
+Part = Callable[[Any, int], Any]
+Runner = Callable[[list[Part]], list[Any]]
 
 
 class PostgresRegistry(Registry):
@@ -76,8 +87,8 @@ class PostgresRegistry(Registry):
     ~150 candidates per band per query, so the pipeline should pass its largest distance of interest.
     conflict_max_hamming / conflict_min_jaccard: the commit re-check's rules (defaults 3 and 0.8).
     parallel_lookups: run the SimHash and MinHash lookups as two halves on two connections (two
-    server processes: the machine's second core). compact_threshold_docs: after a commit, move the
-    recent tier into the main tier once it holds this many documents (None: only `compact()` does).
+    server processes: the machine's second core). Commits never compact: `compact()` is a maintenance
+    step (`python -m dedup_tasks db compact`, the dedup_registry_maintenance DAG).
 
     Not thread-safe: one object per thread (or process).
     """
@@ -97,7 +108,6 @@ class PostgresRegistry(Registry):
         auto_migrate: bool = False,
         work_mem: str = "256MB",
         parallel_lookups: bool = True,
-        compact_threshold_docs: int | None = 1_000_000,
         connect_kwargs: dict[str, Any] | None = None,
     ) -> None:
         self.dsn = dsn
@@ -111,17 +121,22 @@ class PostgresRegistry(Registry):
         self.num_perm = num_perm
         self.work_mem = work_mem
         self.parallel_lookups = parallel_lookups
-        self.compact_threshold_docs = compact_threshold_docs
         self._connect_kwargs = dict(connect_kwargs or {})
         self._conns: dict[str, Any] = {}
         self._lock_key = advisory_key(f"crawl-dedup:registry:{schema}")
+        self._compact_lock_key = advisory_key(f"crawl-dedup:registry-compaction:{schema}")
         self._begun: set[str] = set()
         self._bloom: bloom_mod.PersistedBloom | None = None
         # Test hook: called as hook(stage, cursor) at "locked", "deleted", "checked", "inserted" inside
         # the commit transaction (the failure tests drop the connection there).
         self.commit_hook: CommitHook | None = None
+        # Test hooks: lookup_hook(cursor) runs in every lookup transaction once its table locks are
+        # held; compact_hook(stage, cursor) at "locked", "moved" and "truncated" inside compaction.
+        self.lookup_hook: Callable[[Any], None] | None = None
+        self.compact_hook: CommitHook | None = None
         self.stats: dict[str, int] = {"bloom_skipped": 0, "bloom_maybe": 0}
         self.last_commit_seconds: dict[str, float] = {}
+        self.last_simhash_seconds: dict[str, float] = {}
 
         conn = self._connection()
         if auto_migrate:
@@ -150,7 +165,11 @@ class PostgresRegistry(Registry):
             with conn.cursor() as cur:
                 if repeatable_read:
                     cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    # Before the first statement that takes the snapshot: see the module docstring.
+                    cur.execute(f"LOCK TABLE {', '.join(TABLES)} IN ACCESS SHARE MODE")
                     _index_probes_only(cur)
+                    if self.lookup_hook is not None:
+                        self.lookup_hook(cur)
                 yield cur
             conn.commit()
         except BaseException:
@@ -175,7 +194,7 @@ class PostgresRegistry(Registry):
     def _lookup_runner(self) -> Runner:
         """Runs lookup parts, each in its own REPEATABLE READ transaction; two at once on two connections."""
 
-        def run(parts: list[Part]) -> list[pa.Table]:
+        def run(parts: list[Part]) -> list[Any]:
             if len(parts) == 1 or not self.parallel_lookups:
                 with self._transaction(repeatable_read=True) as cur:
                     return [part(cur, k) for k, part in enumerate(parts)]
@@ -341,13 +360,25 @@ class PostgresRegistry(Registry):
         return Matches(query, text_column(res, "doc_id")[rows], text_column(res, "batch_id")[rows], {})
 
     def _simhash_matches(
-        self, run: Runner, values: np.ndarray, where: str, params: dict[str, Any], max_distance: int | None
+        self,
+        run: Runner,
+        values: np.ndarray,
+        where: str,
+        params: dict[str, Any],
+        max_distance: int | None,
+        *,
+        prefilter: bool = False,
     ) -> Matches:
+        """Band-sharing rows (within max_distance when given) of the registered rows matching `where`.
+
+        Three steps: (1) the registered SimHash values (8 bytes each) are read with one binary COPY,
+        in two halves on two connections; (2) the band join and the distance test run in memory
+        (_bandjoin, exact); (3) the (query, value) pairs found are COPYed back and joined to their
+        rows through the (band0, simhash) index, with `where` applied. Step 1 reads every registered
+        value, but a batch of 1e5 queries touches ~80% of the 65536 values of each band anyway, so
+        the band indexes would read every row about six times.
+        """
         uniq, inv = np.unique(values, return_inverse=True)
-        bands = [
-            u16_to_i16(((uniq >> np.uint64(16 * i)) & np.uint64(0xFFFF)).astype(np.uint16)) for i in range(4)
-        ]
-        signed = u64_to_i64(uniq)
         schema = [
             ("u", pa.int64()),
             ("seq", pa.int64()),
@@ -355,57 +386,52 @@ class PostgresRegistry(Registry):
             ("batch_id", pa.string()),
             ("simhash", pa.int64()),
         ]
+        if len(uniq) == 0:
+            res = _empty_table(schema)
+        else:
 
-        def part(cur: Any, k: int) -> pa.Table:
-            # Part k answers bands 2k and 2k+1 (two parts: the two halves of the work).
-            mine = (2 * k, 2 * k + 1)
-            probe = f"_probe_sim{k}"
-            cur.execute(
-                f"CREATE TEMP TABLE {probe} (u int4 NOT NULL, s int8 NOT NULL, b{mine[0]} int2 NOT NULL,"
-                f" b{mine[1]} int2 NOT NULL) ON COMMIT DROP"
-            )
-            # Probes in the order of the first band's index: they walk it from left to right.
-            order = np.argsort(bands[mine[0]], kind="stable")
-            copy_in(
-                cur,
-                probe,
-                ["u", "s", f"b{mine[0]}", f"b{mine[1]}"],
-                [("int4", order), ("int8", signed[order])] + [("int2", bands[i][order]) for i in mine],
-            )
-            cur.execute(f"ANALYZE {probe}")
-            local = dict(params)
-            if max_distance is None:
-                query = " UNION ALL ".join(
-                    f"SELECT p.u, t.seq, t.doc_id, t.batch_id, t.simhash FROM {probe} p"
-                    f" JOIN simhashes t ON t.band{i} = p.b{i} WHERE {where}"
-                    for i in mine
+            def fetch(cur: Any, k: int) -> np.ndarray:
+                # Halves by the sign of band0: each reads half of the (band0, simhash) index, without
+                # the heap (3x smaller). `where` is applied in the confirm step, except for a
+                # selective one (the re-check's seq filter), which is cheaper to apply here.
+                half = "t.band0 < 0" if k == 0 else "t.band0 >= 0"
+                if not prefilter:
+                    cur.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off")
+                return copy_out_int8(
+                    cur,
+                    f"SELECT t.simhash FROM simhashes t WHERE {half}" + (f" AND {where}" if prefilter else ""),
+                    params,
+                    1,
                 )
-            else:
-                # Phase 1 is an index-only scan of (band_i, simhash): the distance filter runs on index
-                # tuples, so the ~N/65536 rows per band value are never read from the heap. Phase 2
-                # reads the survivors' rows through (band0, simhash), which every row with that
-                # simhash shares.
-                branches = [
-                    f"SELECT p.u, t.simhash FROM {probe} p JOIN simhashes t ON t.band{i} = p.b{i}"
-                    " WHERE bit_count(int8send(t.simhash # p.s)) <= %(maxd)s"
-                    for i in mine
-                ]
-                query = (
-                    "WITH c AS MATERIALIZED (SELECT DISTINCT u, simhash FROM ("
-                    + " UNION ALL ".join(branches)
-                    + ") x) SELECT c.u, t.seq, t.doc_id, t.batch_id, t.simhash FROM c JOIN simhashes t"
-                    " ON t.band0 = (((c.simhash & 65535) # 32768) - 32768)::int2 AND t.simhash = c.simhash"
-                    f" WHERE {where}"
-                )
-                local["maxd"] = int(max_distance)
-            return copy_out_table(cur, query, local, schema)
 
-        res = pa.concat_tables(run([part, part])) if len(uniq) else _empty_table(schema)
-        # A candidate sharing several bands comes back once per band: one row per (unique query, row).
-        u, seq = res.column("u").to_numpy(), res.column("seq").to_numpy()
-        first = _first_of_pairs(u, seq)
-        rows, query = _expand(u[first], inv)
-        rows = first[rows]
+            t0 = time.perf_counter()
+            registered = i64_to_u64(np.concatenate([part.ravel() for part in run([fetch, fetch])]))
+            t1 = time.perf_counter()
+            q_idx, found = _bandjoin.band_join(registered, uniq, max_distance)
+            del registered
+            # One row per (query, value): equal SimHashes of several documents come back from step 3.
+            pairs = np.unique(np.stack([q_idx, u64_to_i64(found)], axis=1), axis=0)
+
+            def confirm(cur: Any, k: int) -> pa.Table:
+                cur.execute("CREATE TEMP TABLE _probe_sim (u int4 NOT NULL, s int8 NOT NULL) ON COMMIT DROP")
+                order = np.argsort(pairs[:, 1], kind="stable")
+                copy_in(cur, "_probe_sim", ["u", "s"], [("int4", pairs[order, 0]), ("int8", pairs[order, 1])])
+                cur.execute("ANALYZE _probe_sim")
+                return copy_out_table(
+                    cur,
+                    "SELECT c.u, t.seq, t.doc_id, t.batch_id, t.simhash FROM _probe_sim c JOIN simhashes t"
+                    " ON t.band0 = (((c.s & 65535) # 32768) - 32768)::int2 AND t.simhash = c.s"
+                    f" WHERE {where}",
+                    params,
+                    schema,
+                )
+
+            t2 = time.perf_counter()
+            res = run([confirm])[0] if len(pairs) else _empty_table(schema)
+            # What the benchmark reports per step.
+            self.last_simhash_seconds = {"fetch": t1 - t0, "band_join": t2 - t1, "confirm": time.perf_counter() - t2}
+        u = res.column("u").to_numpy()
+        rows, query = _expand(u, inv)
         return Matches(
             query,
             text_column(res, "doc_id")[rows],
@@ -582,11 +608,6 @@ class PostgresRegistry(Registry):
                 (batch_id, lo, hi, len(registered)),
             )
         self.last_commit_seconds["committed"] = time.perf_counter() - started
-        if self.compact_threshold_docs is not None:
-            try:
-                self.compact(min_docs=self.compact_threshold_docs)
-            except psycopg2.Error as exc:  # the commit stands; the next one tries again
-                log.warning("registry compaction after the commit of %s failed: %s", batch_id, exc)
         return CommitResult(registered=len(registered), conflicts=conflicts)
 
     def _delete_rows(self, cur: Any, batch_id: str, lo: int, hi: int) -> None:
@@ -707,7 +728,7 @@ class PostgresRegistry(Registry):
         idx = np.flatnonzero(np.asarray(kept.has_simhash, bool))
         if len(idx):
             values = np.asarray(kept.simhash, np.uint64)[idx]
-            m = self._simhash_matches(_on_cursor(cur), values, where, params, max_hamming)
+            m = self._simhash_matches(_on_cursor(cur), values, where, params, max_hamming, prefilter=True)
             q = idx[m.query]
             dist = np.bitwise_count(values[m.query] ^ m.payload["simhash"]).astype(np.float64)
             ok = dist <= max_hamming
@@ -796,36 +817,57 @@ class PostgresRegistry(Registry):
             return int(cur.fetchone()[0])
 
     def compact(self, min_docs: int = 0) -> dict[str, Any]:
-        """Move the recent tier into the main tier, in index-key order; returns rows moved and seconds.
+        """Move the recent tier into the main tier; returns rows moved and seconds per step.
 
-        Holds the registry lock (commits wait; lookups do not: rows are moved with INSERT + DELETE, so a
-        lookup's snapshot sees them in exactly one tier). Then VACUUMs both tiers, which sets the
-        visibility-map bits the SimHash index-only scans rely on. Does nothing below `min_docs`.
+        A maintenance step, run outside the pipeline's commits (`db compact`, the
+        dedup_registry_maintenance DAG). Does nothing while the recent tier holds fewer than
+        `min_docs` documents (or none). Holds the registry lock (shared), so commits wait; lookups
+        and begin() do not, except that the TRUNCATE at the end waits for lookups in flight and
+        lookups starting meanwhile wait for it to commit (module docstring).
+        Afterwards VACUUMs simhashes_main, which sets the visibility-map bits of the moved rows
+        (the SimHash read is an index-only scan).
         """
         started = time.perf_counter()
+        steps: dict[str, float] = {}
         moved: dict[str, int] = {}
+
+        def mark(name: str, since: float) -> float:
+            now = time.perf_counter()
+            steps[name] = now - since
+            return now
+
+        hook = self.compact_hook or (lambda stage, cur: None)
         with self._transaction() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+            # One compaction at a time; the registry lock is taken shared: that keeps commits out (they
+            # take it exclusively) but lets runs record their snapshot (shared) meanwhile.
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._compact_lock_key,))
+            cur.execute("SELECT pg_advisory_xact_lock_shared(%s)", (self._lock_key,))
+            hook("locked", cur)
             cur.execute("SELECT count(*) FROM content_hashes_recent")
             if int(cur.fetchone()[0]) < max(min_docs, 1):
-                return {"moved": {}, "seconds": time.perf_counter() - started}
+                return {"moved": {}, "seconds": time.perf_counter() - started, "steps": steps}
+            t = time.perf_counter()
             for table, order in _COMPACT_ORDER.items():
-                cur.execute(
-                    "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute"
-                    " WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped AND attname <> 'tier'",
-                    (table,),
-                )
-                cols = cur.fetchone()[0]
-                # Key order: the main tier's B-tree takes the rows leaf by leaf instead of at random.
+                cols = _columns(cur, table)
                 cur.execute(
                     f"INSERT INTO {table}_main ({cols}, tier) SELECT {cols}, 0 FROM {table}_recent ORDER BY {order}"
                 )
                 moved[table] = cur.rowcount
-                cur.execute(f"DELETE FROM {table}_recent")
-        self.vacuum(tables=[f"{t}_{tier}" for t in TABLES for tier in ("recent", "main")])
+                t = mark(f"insert_{table}", t)
+            hook("moved", cur)
+            # One statement for all recent partitions: a new empty file each, no dead rows to vacuum.
+            cur.execute(f"TRUNCATE {', '.join(f'{table}_recent' for table in TABLES)}")
+            hook("truncated", cur)
+        t = mark("truncate_commit", t)
+        # Only the SimHash read is an index-only scan, which needs the visibility-map bits of the moved
+        # rows; the other lookups read the heap anyway. Vacuuming the big main tables here would
+        # also scan their whole indexes whenever reruns left dead rows (minutes at 1e7 documents):
+        # autovacuum does that, and ANALYZE, outside the maintenance window (plans are fixed).
+        self.vacuum(analyze=False, tables=["simhashes_main"])
+        mark("vacuum_simhashes_main", t)
         seconds = time.perf_counter() - started
-        log.info("registry compacted: %s rows moved to the main tier in %.1f s", moved, seconds)
-        return {"moved": moved, "seconds": seconds}
+        log.info("registry compacted: %s rows moved to the main tier in %.1f s %s", moved, seconds, steps)
+        return {"moved": moved, "seconds": seconds, "steps": steps}
 
 
 # ---- helpers --------------------------------------------------------------------------------------
@@ -838,6 +880,16 @@ def _index_probes_only(cur: Any) -> None:
     key order, so the probes walk each index from left to right.
     """
     cur.execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
+
+
+def _columns(cur: Any, table: str) -> str:
+    """The table's columns except the partition key `tier`, quoted, in table order."""
+    cur.execute(
+        "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute"
+        " WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped AND attname <> 'tier'",
+        (table,),
+    )
+    return str(cur.fetchone()[0])
 
 
 def _expand(u_rows: np.ndarray, inv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -53,7 +53,7 @@ def test_migrations_are_numbered_and_migrate_is_idempotent(pg_dsn, fresh_schema,
             "SELECT count(*) FROM pg_indexes WHERE schemaname = %s AND tablename = 'simhashes'",
             (fresh_schema,),
         )
-        assert cur.fetchone()[0] == 5  # four band indexes + BRIN on seq
+        assert cur.fetchone()[0] == 2  # (band0, simhash) + BRIN on seq (migration 3 dropped bands 1-3)
 
 
 def test_concurrent_migrations_apply_once(pg_dsn, fresh_schema):
