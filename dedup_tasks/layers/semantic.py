@@ -1,8 +1,8 @@
 """L4 semantic layer: cosine similarity of document embeddings, drop at >= semantic_threshold.
 
 ``suspects`` mode (default): only rows that L2/L3 flagged as near misses (a candidate at SimHash
-distance in (max_distance, suspect_hamming_max] or estimated Jaccard in [suspect_jaccard_min,
-threshold)) are embedded, together with their candidates. A suspect is dropped when its named
+distance in (max_distance, semantic_suspect_hamming_max] or estimated Jaccard in
+[semantic_suspect_jaccard_min, threshold)) are embedded, together with their candidates. A suspect is dropped when its named
 candidate, or an earlier embedded row of this batch (exact IndexFlatIP search), is at cosine >=
 threshold. Rows without suspects cost nothing: no model is loaded for a batch without suspects.
 
@@ -174,9 +174,9 @@ class SemanticLayer(Layer):
             has = np.array([d is not None for d in doc], bool)
             with np.errstate(invalid="ignore"):
                 if layer == "simhash":
-                    near = (score > cfg.simhash_max_distance) & (score <= cfg.suspect_hamming_max)
+                    near = (score > cfg.simhash_max_distance) & (score <= cfg.semantic_suspect_hamming_max)
                 else:
-                    near = (score >= cfg.suspect_jaccard_min) & (score < cfg.minhash_threshold)
+                    near = (score >= cfg.semantic_suspect_jaccard_min) & (score < cfg.minhash_threshold)
             r = np.flatnonzero(has & near)
             rows.append(r)
             docs.append(doc[r].astype(object))

@@ -66,8 +66,8 @@ def fake():
 def run(batch: pa.Table, batch_id: str, registry, root: Path | str = "./data", **cfg):
     # Plumbing tests use wide suspect bands so their hand-made scores stay suspects; the default
     # bands have their own test below.
-    cfg.setdefault("suspect_hamming_max", 12)
-    cfg.setdefault("suspect_jaccard_min", 0.4)
+    cfg.setdefault("semantic_suspect_hamming_max", 12)
+    cfg.setdefault("semantic_suspect_jaccard_min", 0.4)
     config = DedupConfig(embedder=cfg.pop("embedder", "fake"), root=str(root), **cfg)
     out = SemanticLayer(config).run(batch, LayerContext(batch_id, config, registry))
     return out
@@ -237,7 +237,7 @@ def test_default_suspect_bands_are_narrow_and_configurable(fake) -> None:
 
     sus_row, _, _ = SemanticLayer(config).suspect_pairs(batch)
     assert sorted(doc[sus_row]) == ["h5", "m77"]
-    wide = config.replace(suspect_hamming_max=10, suspect_jaccard_min=0.5)
+    wide = config.replace(semantic_suspect_hamming_max=10, semantic_suspect_jaccard_min=0.5)
     sus_row, _, _ = SemanticLayer(wide).suspect_pairs(batch)
     assert sorted(doc[sus_row]) == ["h5", "h9", "m60", "m77"]
 
