@@ -258,21 +258,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p = sub.add_parser("pairs", help="embedders on the labeled pair sets (semantic layer)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
+    p = sub.add_parser("semantic", help="L4 on the synthetic crawl: share embedded, docs/s, extra duplicates, false drops")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
     p = sub.add_parser("_throughput_child")
     p.add_argument("docs", type=int)
     p.add_argument("seed", type=int)
     p.add_argument("--repeats", type=int, default=THROUGHPUT_REPEATS)
+    # The pass-through commands parse their own options: argparse's REMAINDER after a subcommand does
+    # not reliably take options that start with "--", so hand the rest of the line over untouched.
     argv = sys.argv[1:] if argv is None else list(argv)
-    # argparse.REMAINDER does not take a leading option ("registry --root X"): hand the rest over as is.
-    if argv[:1] == ["registry"]:
-        from bench.registry_bench import main as registry_main
-
-        return registry_main(argv[1:])
-    if argv[:1] == ["pairs"]:
-        from bench.pairs import main as pairs_main
-
-        return pairs_main(argv[1:])
-    args = parser.parse_args(argv)
+    if argv and argv[0] in ("registry", "pairs", "semantic"):
+        args = argparse.Namespace(command=argv[0], rest=argv[1:])
+    else:
+        args = parser.parse_args(argv)
 
     if args.command == "_throughput_child":
         print(json.dumps(throughput_child(args.docs, args.seed, args.repeats)))
@@ -285,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.pairs import main as pairs_main
 
         return pairs_main(args.rest)
+    if args.command == "semantic":
+        from bench.semantic import main as semantic_main
+
+        return semantic_main(args.rest)
     if args.command == "throughput":
         cmd_throughput(args.docs, args.seed)
         return 0

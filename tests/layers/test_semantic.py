@@ -34,9 +34,11 @@ UNRELATED = (
 )
 
 
-def table(rows: list[dict]) -> pa.Table:
+def table(rows: list[dict], langs: list[str] | None = None) -> pa.Table:
     """Survivors as L3 hands them over: input columns plus the L2/L3 suspect columns."""
     cols: dict[str, list] = {"doc_id": [], "title": [], "content": []}
+    if langs is not None:
+        cols["_lang"] = list(langs)
     for layer in ("simhash", "minhash"):
         for part in ("doc_id", "batch_id", "score"):
             cols[f"_suspect_{layer}_{part}"] = []
@@ -62,6 +64,10 @@ def fake():
 
 
 def run(batch: pa.Table, batch_id: str, registry, root: Path | str = "./data", **cfg):
+    # Plumbing tests use wide suspect bands so their hand-made scores stay suspects; the default
+    # bands have their own test below.
+    cfg.setdefault("semantic_suspect_hamming_max", 12)
+    cfg.setdefault("semantic_suspect_jaccard_min", 0.4)
     config = DedupConfig(embedder=cfg.pop("embedder", "fake"), root=str(root), **cfg)
     out = SemanticLayer(config).run(batch, LayerContext(batch_id, config, registry))
     return out
@@ -86,7 +92,7 @@ def test_only_suspects_and_their_candidates_are_embedded(fake) -> None:
 
 
 def test_no_suspects_loads_no_model(monkeypatch) -> None:
-    def boom(name):
+    def boom(name, **_):
         raise AssertionError("a model was loaded for a batch without suspects")
 
     monkeypatch.setattr(semantic_module, "get_embedder", boom)
@@ -204,7 +210,7 @@ def test_published_contract_partition_is_embedded_from_its_prepared_text(fake, t
         make_batch([{"doc_id": "b1", "url": "https://z.example/3", "title": "Budget", "content": ARTICLE}], BASE_TIME + pd.Timedelta(hours=1)),
         config,
     )
-    for part, value, typ in (("doc_id", "a1", pa.string()), ("batch_id", B0, pa.string()), ("score", 0.6, pa.float64())):
+    for part, value, typ in (("doc_id", "a1", pa.string()), ("batch_id", B0, pa.string()), ("score", 0.77, pa.float64())):
         batch = batch.append_column(f"_suspect_minhash_{part}", pa.array([value], typ))
     out = SemanticLayer(config).run(batch, LayerContext(B1, config, MemoryRegistry()))
     drops = out.drops.to_pylist()
@@ -212,3 +218,75 @@ def test_published_contract_partition_is_embedded_from_its_prepared_text(fake, t
     # Both sides embedded from the same prepared view: identical documents, cosine 1.
     assert drops[0]["score"] == pytest.approx(1.0, abs=1e-5)
     assert batch.column("_near_text")[0].as_py() in fake.encoded
+
+
+def test_default_suspect_bands_are_narrow_and_configurable(fake) -> None:
+    config = DedupConfig(embedder="fake")
+    rows = [{"doc_id": "c", "content": ARTICLE}]
+    # Just outside L2/L3's drop rules: suspects by default.
+    rows += [{"doc_id": "m77", "content": ARTICLE, "minhash": ("c", B0, 0.77)}]
+    rows += [{"doc_id": "h5", "content": ARTICLE, "simhash": ("c", B0, 5)}]
+    # Farther near misses (mostly distinct pages on the synthetic crawl): not by default.
+    rows += [{"doc_id": "m60", "content": ARTICLE, "minhash": ("c", B0, 0.60)}]
+    rows += [{"doc_id": "h9", "content": ARTICLE, "simhash": ("c", B0, 9)}]
+    # At or past the L2/L3 thresholds the row would have been dropped already: never a suspect.
+    rows += [{"doc_id": "m80", "content": ARTICLE, "minhash": ("c", B0, 0.8)}]
+    rows += [{"doc_id": "h3", "content": ARTICLE, "simhash": ("c", B0, 3)}]
+    batch = table(rows)
+    doc = np.array([r["doc_id"] for r in rows], object)
+
+    sus_row, _, _ = SemanticLayer(config).suspect_pairs(batch)
+    assert sorted(doc[sus_row]) == ["h5", "m77"]
+    wide = config.replace(semantic_suspect_hamming_max=10, semantic_suspect_jaccard_min=0.5)
+    sus_row, _, _ = SemanticLayer(wide).suspect_pairs(batch)
+    assert sorted(doc[sus_row]) == ["h5", "h9", "m60", "m77"]
+
+
+def test_threshold_per_language_and_recorded_per_decision(fake) -> None:
+    config = DedupConfig(semantic_threshold=0.9, semantic_threshold_zh=0.99, semantic_threshold_en=None)
+    assert config.semantic_threshold_for("zh") == 0.99
+    assert config.semantic_threshold_for("en") == 0.9  # None falls back to semantic_threshold
+    assert config.semantic_threshold_for(None) == 0.9
+    near = ARTICLE.replace("twelve", "eleven")  # fake cosine ~0.97: above 0.9, below 0.99
+    rows = [
+        {"doc_id": "e0", "content": ARTICLE},
+        {"doc_id": "e1", "content": near, "minhash": ("e0", B0, 0.77)},
+        {"doc_id": "z0", "content": UNRELATED},
+        {"doc_id": "z1", "content": UNRELATED.replace("century", "hundred years"), "minhash": ("z0", B0, 0.77)},
+    ]
+    out = run(table(rows, ["en", "en", "zh", "zh"]), B0, MemoryRegistry(), semantic_threshold=0.9,
+              semantic_threshold_zh=0.99, semantic_threshold_en=None)  # fmt: skip
+    drops = out.drops.to_pylist()
+    assert [(d["doc_id"], d["threshold"]) for d in drops] == [("e1", 0.9)]
+    assert 0.9 <= drops[0]["score"] < 0.99
+
+
+def test_postgres_registry_caches_vectors_across_batches_and_processes(fake, tmp_path: Path, pg_dsn, registry_schema) -> None:
+    from dedup_tasks.registry.embeddings import PostgresEmbeddingStore
+    from dedup_tasks.registry.postgres import PostgresRegistry
+
+    published = pa.table({"doc_id": ["a1"], "title": [None], "content": [ARTICLE], "url": ["u1"]})
+    write_parquet_dir(published, BatchPaths(tmp_path, B0).deduped)
+    rows = [{"doc_id": "b1", "content": ARTICLE, "simhash": ("a1", B0, 5)}]
+
+    first = PostgresRegistry(pg_dsn, schema=registry_schema, auto_migrate=True)
+    try:
+        assert isinstance(store_for(first), PostgresEmbeddingStore)
+        out = run(table(rows), B1, first, root=tmp_path)
+        assert out.drops.num_rows == 1
+    finally:
+        first.close()
+    assert sorted(fake.encoded) == [ARTICLE, ARTICLE]  # a1 read back from its partition, b1 from the batch
+
+    # Another task process (a retry, a later step): a new registry object finds both vectors in PostgreSQL.
+    second = PostgresRegistry(pg_dsn, schema=registry_schema)
+    try:
+        out = run(table(rows), B1, second, root=tmp_path)
+        assert out.drops.num_rows == 1 and out.stats.extra["cached"] == 2
+        found, _ = store_for(second).get(fake.model_id, np.array(["a1", "b1"], object), np.array([B0, B1], object))
+        assert found.all()
+        found, _ = store_for(second).get("other:model", np.array(["a1"], object), np.array([B0], object))
+        assert not found.any()
+    finally:
+        second.close()
+    assert len(fake.encoded) == 2
