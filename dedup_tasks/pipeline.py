@@ -139,12 +139,7 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
     given = batch.column("lang") if "lang" in batch.column_names else None
     for start, end in chunks:
         rows = batch.slice(start, end - start)
-        if start in folded:
-            title, content, lines = folded.pop(start)
-        else:
-            title = fold_codepoints(rows.column("title"))
-            content = fold_codepoints(rows.column("content"))
-            lines = ck.token_lines(*content, ck.CLASSES)
+        title, content, lines = folded.pop(start) if start in folded else _fold_chunk(rows)
         near_cp, near_off, too_long[start:end], cjk, word = near_view(title, content, lines, templates, max_chars=MAX_NEAR_CHARS)
         empty[start:end] = np.diff(near_off) == 0
         near_parts.append(strings_from_codepoints(near_cp, near_off))
@@ -189,11 +184,8 @@ def _fold_and_hash(
     line_docs, line_hashes = [], []
     folded: dict[int, tuple] = {}
     for start, end in chunks:
-        rows = batch.slice(start, end - start)
-        title = fold_codepoints(rows.column("title"))
-        content = fold_codepoints(rows.column("content"))
+        title, content, lines = _fold_chunk(batch.slice(start, end - start))
         hashes[start:end] = content_hashes(*hash_view(title, content))
-        lines = ck.token_lines(*content, ck.CLASSES)
         line_docs.append(lines[0] + start)
         line_hashes.append(lines[1])
         if keep_text:
@@ -201,6 +193,13 @@ def _fold_and_hash(
     line_doc = np.concatenate(line_docs) if line_docs else np.empty(0, np.int64)
     line_hash = np.concatenate(line_hashes) if line_hashes else np.empty(0, np.uint64)
     return hashes, line_doc, line_hash, folded
+
+
+def _fold_chunk(rows: pa.Table) -> tuple[tuple, tuple, tuple]:
+    """Folded title and content code points of ``rows``, and the content's lines (``ck.token_lines``)."""
+    title = fold_codepoints(rows.column("title"))
+    content = fold_codepoints(rows.column("content"))
+    return title, content, ck.token_lines(*content, ck.CLASSES)
 
 
 def _chunks(n: int, size: int = PREPARE_CHUNK_DOCS):

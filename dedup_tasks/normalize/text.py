@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dedup_tasks.fingerprint.kernels import fmix64_array
 from dedup_tasks.normalize import codepoint_kernels as ck
 
 BOILERPLATE_MIN_DOCS = 4
@@ -81,7 +82,7 @@ def template_lines(
     key = line_hash ^ (site_code.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
     # A line repeated inside one document counts once: one 64-bit sort over (line, document) pair
     # hashes rather than a sort of 16-byte records (a pair collision, ~n^2/2^65, only undercounts).
-    pair = fmix64_np(key + line_doc.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F))
+    pair = fmix64_array(key + line_doc.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F))
     first = np.unique(pair, return_index=True)[1]
     uniq_keys, docs_per_key = np.unique(key[first], return_counts=True)
     frequent_keys = uniq_keys[docs_per_key >= min_docs]
@@ -89,14 +90,6 @@ def template_lines(
         return np.empty(0, np.uint64)
     return np.unique(line_hash[np.isin(key, frequent_keys)])
 
-
-def fmix64_np(h: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 64-bit finalizer over a uint64 array."""
-    h = h ^ (h >> np.uint64(33))
-    h = h * np.uint64(0xFF51AFD7ED558CCD)
-    h ^= h >> np.uint64(33)
-    h *= np.uint64(0xC4CEB9FE1A85EC53)
-    return h ^ (h >> np.uint64(33))
 
 
 def strip_lines(
