@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from dedup_tasks.config import ALL_LAYERS, DedupConfig
 from dedup_tasks.contract import DECISIONS_SCHEMA, check_rows, conform_schema, repair_text, sort_batch
 from dedup_tasks.fingerprint.content_hash import content_hashes
-from dedup_tasks.fingerprint.hashing import strings_from_codepoints
+from dedup_tasks.fingerprint.hashing import strings_from_spans
 from dedup_tasks.io import BatchPaths, read_input, write_json, write_parquet_dir
 from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
 from dedup_tasks.layers.base import (
@@ -36,7 +36,7 @@ from dedup_tasks.normalize import codepoint_kernels as ck
 from dedup_tasks.normalize.fold import fold_codepoints
 from dedup_tasks.normalize.text import lang_from_counts, site_codes_of, template_lines
 from dedup_tasks.normalize.url import url_keys
-from dedup_tasks.normalize.views import hash_view, near_view
+from dedup_tasks.normalize.views import hash_view, near_view, region_size
 from dedup_tasks.registry.base import Fingerprints, Registry
 
 REPAIRED_REASON = "invalid UTF-8 replaced with U+FFFD"
@@ -132,37 +132,31 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
     batch = set_column(batch, "_ch_lo", pa.array(hashes[:, 1], pa.uint64()))
     templates = template_lines(line_doc, line_hash, site_codes[line_doc])
 
-    # Pass 2: the near-duplicate view, title and content without template lines.
-    near_parts, lang_parts, near_cps = [], [], []
-    empty = np.zeros(n, bool)
+    # Pass 2: the near-duplicate view, title and content without template lines. Kept, every chunk
+    # writes into one batch-wide buffer, which the layers then read in place.
+    near_parts, lang_parts = [], []
+    near_starts, near_ends = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    near_buf = np.empty(sum(region_size(*folded[start][:2]) for start, _ in chunks) + 1, np.uint32) if keep_text else None
+    at = 0
     too_long = np.zeros(n, bool)
     given = batch.column("lang") if "lang" in batch.column_names else None
     for start, end in chunks:
         rows = batch.slice(start, end - start)
         title, content, lines = folded.pop(start) if start in folded else _fold_chunk(rows)
-        near_cp, near_off, too_long[start:end], cjk, word = near_view(title, content, lines, templates, max_chars=MAX_NEAR_CHARS)
-        empty[start:end] = np.diff(near_off) == 0
-        near_parts.append(strings_from_codepoints(near_cp, near_off))
-        if keep_text:
-            near_cps.append((near_cp, near_off))
+        buf, starts, ends, too_long[start:end], cjk, word = near_view(
+            title, content, lines, templates, max_chars=MAX_NEAR_CHARS, into=near_buf, at=at
+        )
+        at += region_size(title, content) if keep_text else 0
+        near_starts[start:end], near_ends[start:end] = starts, ends
+        near_parts.append(strings_from_spans(buf, starts, ends))
         lang_parts.append(lang_from_counts(cjk, word, given.slice(start, end - start) if given is not None else None))
-    batch = set_column(batch, "_empty", pa.array(empty))
+    batch = set_column(batch, "_empty", pa.array(near_ends == near_starts))
     batch = set_column(batch, "_near_text", pa.chunked_array(near_parts, pa.string()) if near_parts else pa.array([], pa.string()))
     batch = set_column(batch, "_lang", pa.array(np.concatenate(lang_parts) if lang_parts else np.empty(0, object), pa.string()))
     if too_long.any():
         batch = add_reason(batch, too_long, LONG_REASON.format(MAX_NEAR_CHARS))
-    return add_reason(batch, repaired, REPAIRED_REASON), _near_text_cache(near_cps)
-
-
-def _near_text_cache(parts: list[tuple[np.ndarray, np.ndarray]]) -> NearText | None:
-    if not parts:
-        return None
-    if len(parts) == 1:
-        return NearText(*parts[0])
-    lengths = np.concatenate([np.diff(off) for _, off in parts])
-    offsets = np.zeros(len(lengths) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return NearText(np.concatenate([cp for cp, _ in parts]), offsets)
+    near_text = NearText(near_buf, near_starts, near_ends) if keep_text else None
+    return add_reason(batch, repaired, REPAIRED_REASON), near_text
 
 
 # Small chunks: their code point arrays fit under glibc's mmap threshold, so each chunk reuses the

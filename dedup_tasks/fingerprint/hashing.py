@@ -56,10 +56,16 @@ def codepoints(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 def strings_from_codepoints(cp: np.ndarray, offsets: np.ndarray) -> pa.StringArray:
     """The inverse of ``codepoints``: build an Arrow string array without a per-row Python loop."""
+    offsets = np.asarray(offsets, np.int64)
+    return strings_from_spans(cp, offsets[:-1], offsets[1:])
+
+
+def strings_from_spans(cp: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.StringArray:
+    """An Arrow string array of the code point rows ``cp[starts[i]:ends[i]]``."""
     from dedup_tasks.normalize.views import encode_utf8
 
-    n = len(offsets) - 1
-    utf8, byte_offsets = encode_utf8(np.ascontiguousarray(cp, dtype=np.uint32), np.asarray(offsets, np.int64))
+    n = len(starts)
+    utf8, byte_offsets = encode_utf8(np.ascontiguousarray(cp, dtype=np.uint32), np.asarray(starts, np.int64), np.asarray(ends, np.int64))
     typ = pa.string() if byte_offsets[-1] < 2**31 else pa.large_string()
     dtype = np.int32 if typ == pa.string() else np.int64
     return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(byte_offsets.astype(dtype)), pa.py_buffer(utf8)])

@@ -123,12 +123,11 @@ def count_shingles(cp, starts, ends, modes, n_words, n_chars):
 
 
 @njit(cache=True)
-def _prefix_hashes(cp, start, end, skip_spaces, prefix, positions):
+def _prefix_hashes(cp, start, end, skip_spaces, prefix):
     """Polynomial prefix hashes of cp[start:end] (spaces dropped if asked); returns the unit count.
 
     prefix[k] is the hash state after k kept code points, so the state of any span [i, j) of them is
-    prefix[j] - prefix[i] * POLY^(j - i): every shingle costs O(1) whatever its length. ``positions``
-    receives the original index of each kept code point.
+    prefix[j] - prefix[i] * POLY^(j - i): every shingle costs O(1) whatever its length.
     """
     m = 0
     prefix[0] = np.uint64(0)
@@ -137,9 +136,27 @@ def _prefix_hashes(cp, start, end, skip_spaces, prefix, positions):
         if skip_spaces and c == _SPACE:
             continue
         prefix[m + 1] = prefix[m] * POLY + np.uint64(c)
-        positions[m] = i
         m += 1
     return m
+
+
+# Per-document scratch (prefix hashes, word bounds) is allocated once per block of documents, sized
+# for the block's longest: an allocation per document costs a malloc (an mmap and its page faults
+# for long documents) per document.
+SCRATCH_BLOCKS = 64
+
+
+@njit(inline="always", cache=True)
+def _block(n_docs, n_blocks, b):
+    return b * n_docs // n_blocks, (b + 1) * n_docs // n_blocks
+
+
+@njit(cache=True)
+def _longest(doc_starts, doc_ends, lo, hi):
+    longest = 0
+    for d in range(lo, hi):
+        longest = max(longest, doc_ends[d] - doc_starts[d])
+    return longest
 
 
 @njit(inline="always", cache=True)
@@ -162,10 +179,11 @@ def _powers(n):
 
 
 def shingle_hashes(cp, starts, ends, modes, n_words, n_chars, out_offsets):
-    """64-bit hash of every shingle of the documents ``cp[starts[d]:ends[d]]``, each document's
-    shingles contiguous at out_offsets."""
+    """The hash MinHash reads of every shingle of the documents ``cp[starts[d]:ends[d]]``: the top 32
+    bits of its 64-bit span hash (``hashing.shingle_hash32``), each document's shingles contiguous at
+    out_offsets."""
     # Allocated by numpy (transparent huge pages), filled by the kernel.
-    out = np.empty(int(out_offsets[-1]), np.uint64)
+    out = np.empty(int(out_offsets[-1]), np.uint32)
     _shingle_hashes_into(cp, starts, ends, modes, n_words, n_chars, out_offsets, out)
     return out
 
@@ -173,51 +191,52 @@ def shingle_hashes(cp, starts, ends, modes, n_words, n_chars, out_offsets):
 @njit(parallel=True, nogil=True, cache=True)
 def _shingle_hashes_into(cp, doc_starts, doc_ends, modes, n_words, n_chars, out_offsets, out):
     n_docs = len(doc_starts)
-    longest = 0
-    for d in range(n_docs):
-        longest = max(longest, doc_ends[d] - doc_starts[d])
-    powers = _powers(longest + 2)
-    for d in prange(n_docs):
-        start = doc_starts[d]
-        end = doc_ends[d]
-        pos = out_offsets[d]
-        total = out_offsets[d + 1] - pos
-        if total == 0:
-            continue
-        prefix = np.empty(end - start + 1, np.uint64)
-        positions = np.empty(end - start + 1, np.int64)
-        if modes[d] == CHARS:
-            m = _prefix_hashes(cp, start, end, True, prefix, positions)
-            width = n_chars if m >= n_chars else m
-            for k in range(total):
-                out[pos + k] = _span_from_prefix(prefix, powers, k, k + width)
-        else:
-            # Word shingles keep their single separating spaces: the span runs from the first word's
-            # start to the last word's end in the token text.
-            _prefix_hashes(cp, start, end, False, prefix, positions)
-            starts = np.empty(end - start + 1, np.int64)
-            ends = np.empty(end - start + 1, np.int64)
-            m = _word_bounds(cp, start, end, starts, ends)
-            width = n_words if m >= n_words else m
-            for k in range(total):
-                out[pos + k] = _span_from_prefix(prefix, powers, starts[k] - start, ends[k + width - 1] - start)
+    powers = _powers(_longest(doc_starts, doc_ends, 0, n_docs) + 2)
+    n_blocks = min(n_docs, SCRATCH_BLOCKS)
+    for b in prange(n_blocks):
+        lo, hi = _block(n_docs, n_blocks, b)
+        size = _longest(doc_starts, doc_ends, lo, hi) + 1
+        prefix = np.empty(size, np.uint64)
+        starts = np.empty(size, np.int64)
+        ends = np.empty(size, np.int64)
+        for d in range(lo, hi):
+            start = doc_starts[d]
+            end = doc_ends[d]
+            pos = out_offsets[d]
+            total = out_offsets[d + 1] - pos
+            if total == 0:
+                continue
+            if modes[d] == CHARS:
+                m = _prefix_hashes(cp, start, end, True, prefix)
+                width = n_chars if m >= n_chars else m
+                for k in range(total):
+                    out[pos + k] = np.uint32(_span_from_prefix(prefix, powers, k, k + width) >> np.uint64(32))
+            else:
+                # Word shingles keep their single separating spaces: the span runs from the first
+                # word's start to the last word's end in the token text.
+                _prefix_hashes(cp, start, end, False, prefix)
+                m = _word_bounds(cp, start, end, starts, ends)
+                width = n_words if m >= n_words else m
+                for k in range(total):
+                    h = _span_from_prefix(prefix, powers, starts[k] - start, ends[k + width - 1] - start)
+                    out[pos + k] = np.uint32(h >> np.uint64(32))
 
 
-def minhash_signatures(hashes64, offsets, perm_a, perm_b):
-    """datasketch 'affine32' MinHash: h32 = top 32 bits of the shingle hash, fmix32, a*h+b mod 2^32, min."""
+def minhash_signatures(hashes32, offsets, perm_a, perm_b):
+    """datasketch 'affine32' MinHash of 32-bit shingle hashes: fmix32, a*h+b mod 2^32, min."""
     sig = np.full((len(offsets) - 1, len(perm_a)), np.uint32(0xFFFFFFFF), np.uint32)
-    _minhash_into(hashes64, offsets, perm_a, perm_b, sig)
+    _minhash_into(hashes32, offsets, perm_a, perm_b, sig)
     return sig
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _minhash_into(hashes64, offsets, perm_a, perm_b, sig):
+def _minhash_into(hashes32, offsets, perm_a, perm_b, sig):
     n_docs = len(offsets) - 1
     num_perm = len(perm_a)
     for d in prange(n_docs):
         row = sig[d]
         for s in range(offsets[d], offsets[d + 1]):
-            hv = fmix32(np.uint32(hashes64[s] >> np.uint64(32)))
+            hv = fmix32(hashes32[s])
             for k in range(num_perm):
                 v = np.uint32((np.uint64(perm_a[k]) * np.uint64(hv) + np.uint64(perm_b[k])) & np.uint64(0xFFFFFFFF))
                 if v < row[k]:
@@ -248,36 +267,37 @@ def weighted_simhash(cp, doc_starts, doc_ends, modes, char_ngram, word_ngram):
     """
     n_docs = len(doc_starts)
     out = np.zeros(n_docs, np.uint64)
-    longest = 0
-    for d in range(n_docs):
-        longest = max(longest, doc_ends[d] - doc_starts[d])
-    powers = _powers(longest + 2)
-    for d in prange(n_docs):
-        start = doc_starts[d]
-        end = doc_ends[d]
+    powers = _powers(_longest(doc_starts, doc_ends, 0, n_docs) + 2)
+    n_blocks = min(n_docs, SCRATCH_BLOCKS)
+    for blk in prange(n_blocks):
+        lo, hi = _block(n_docs, n_blocks, blk)
+        size = _longest(doc_starts, doc_ends, lo, hi) + 1
+        prefix = np.empty(size, np.uint64)
+        starts = np.empty(size, np.int64)
+        ends = np.empty(size, np.int64)
         votes = np.zeros(64, np.int64)
-        prefix = np.empty(end - start + 1, np.uint64)
-        positions = np.empty(end - start + 1, np.int64)
-        if modes[d] == CHARS:
-            m = _prefix_hashes(cp, start, end, True, prefix, positions)
-            width = char_ngram if m >= char_ngram else m
-            for k in range(m - width + 1 if m > 0 else 0):
-                h = _span_from_prefix(prefix, powers, k, k + width)
-                for b in range(64):
-                    votes[b] += np.int64((h >> np.uint64(b)) & np.uint64(1)) * 2 - 1
-        else:
-            _prefix_hashes(cp, start, end, False, prefix, positions)
-            starts = np.empty(end - start + 1, np.int64)
-            ends = np.empty(end - start + 1, np.int64)
-            m = _word_bounds(cp, start, end, starts, ends)
-            width = word_ngram if m >= word_ngram else m
-            for k in range(m - width + 1 if m > 0 else 0):
-                h = _span_from_prefix(prefix, powers, starts[k] - start, ends[k + width - 1] - start)
-                for b in range(64):
-                    votes[b] += np.int64((h >> np.uint64(b)) & np.uint64(1)) * 2 - 1
-        value = np.uint64(0)
-        for b in range(64):
-            if votes[b] > 0:
-                value |= np.uint64(1) << np.uint64(b)
-        out[d] = value
+        for d in range(lo, hi):
+            start = doc_starts[d]
+            end = doc_ends[d]
+            votes[:] = 0
+            if modes[d] == CHARS:
+                m = _prefix_hashes(cp, start, end, True, prefix)
+                width = char_ngram if m >= char_ngram else m
+                for k in range(m - width + 1 if m > 0 else 0):
+                    h = _span_from_prefix(prefix, powers, k, k + width)
+                    for b in range(64):
+                        votes[b] += np.int64((h >> np.uint64(b)) & np.uint64(1)) * 2 - 1
+            else:
+                _prefix_hashes(cp, start, end, False, prefix)
+                m = _word_bounds(cp, start, end, starts, ends)
+                width = word_ngram if m >= word_ngram else m
+                for k in range(m - width + 1 if m > 0 else 0):
+                    h = _span_from_prefix(prefix, powers, starts[k] - start, ends[k + width - 1] - start)
+                    for b in range(64):
+                        votes[b] += np.int64((h >> np.uint64(b)) & np.uint64(1)) * 2 - 1
+            value = np.uint64(0)
+            for b in range(64):
+                if votes[b] > 0:
+                    value |= np.uint64(1) << np.uint64(b)
+            out[d] = value
     return out

@@ -34,12 +34,13 @@ class NearText:
     """
 
     codepoints: np.ndarray
-    offsets: np.ndarray
+    starts: np.ndarray  # row r is codepoints[starts[r]:ends[r]]
+    ends: np.ndarray
 
     def spans(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(code points, starts, ends) of ``rows``: the text is read in place, not copied."""
         rows = np.asarray(rows, np.int64)
-        return self.codepoints, self.offsets[rows], self.offsets[rows + 1]
+        return self.codepoints, self.starts[rows], self.ends[rows]
 
 
 @dataclass

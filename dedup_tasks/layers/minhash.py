@@ -25,9 +25,8 @@ NO_SHINGLES_REASON = "no text to shingle: MinHash not applied"
 def minhash_rows(
     batch: pa.Table, hasher: MinHasher, zh_chars: int, en_words: int, cache: NearText | None = None
 ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
-    """Signatures (n, num_perm) uint32, shingle count per row, and the rows' shingle hashes + offsets.
-
-    Computed in chunks of documents to bound the memory of the intermediate 64-bit hashes.
+    """Signatures (n, num_perm) uint32, shingle count per row, and the rows' 32-bit shingle hashes
+    (what the signature is taken over, and what the exact check of in-batch candidates reads) + offsets.
     """
     sig = np.empty((batch.num_rows, hasher.num_perm), np.uint32)
     counts = np.zeros(batch.num_rows, np.int64)
@@ -40,13 +39,12 @@ def minhash_rows(
         hashes = kernels.shingle_hashes(cp, starts, ends, modes, en_words, zh_chars, out_offsets)
         sig[start:end] = hasher.signatures(hashes, out_offsets)
         counts[start:end] = per_doc
-        # The exact check reads the 32 bits the signature is taken over: half the memory of the hashes.
-        set_parts.append((hashes >> np.uint64(32)).astype(np.uint32))
+        set_parts.append(hashes)
         set_counts.append(per_doc)
     sizes = np.concatenate(set_counts) if set_counts else np.zeros(0, np.int64)
     set_offsets = np.zeros(batch.num_rows + 1, np.int64)
     np.cumsum(sizes, out=set_offsets[1:])
-    all_sets = np.concatenate(set_parts) if set_parts else np.empty(0, np.uint32)
+    all_sets = set_parts[0] if len(set_parts) == 1 else np.concatenate(set_parts) if set_parts else np.empty(0, np.uint32)
     return sig, counts, (all_sets, set_offsets)
 
 

@@ -298,13 +298,13 @@ def utf8_decode_into(data, byte_offsets, out, offsets):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def utf8_sizes(cp, offsets):
-    """UTF-8 byte length of each code point row ``cp[offsets[i]:offsets[i+1]]``."""
-    n = len(offsets) - 1
+def utf8_sizes(cp, starts, ends):
+    """UTF-8 byte length of each code point row ``cp[starts[i]:ends[i]]``."""
+    n = len(starts)
     sizes = np.zeros(n, np.int64)
     for d in prange(n):
         size = 0
-        for i in range(offsets[d], offsets[d + 1]):
+        for i in range(starts[d], ends[d]):
             c = cp[i]
             size += 1 + (c >= 0x80) + (c >= 0x800) + (c >= 0x10000)
         sizes[d] = size
@@ -312,12 +312,13 @@ def utf8_sizes(cp, offsets):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def utf8_encode_into(cp, offsets, out, byte_offsets):
-    """UTF-8 of each code point row at ``out[byte_offsets[i]:]`` (sizes from ``utf8_sizes``)."""
-    n = len(offsets) - 1
+def utf8_encode_into(cp, starts, ends, out, byte_offsets):
+    """UTF-8 of each code point row ``cp[starts[i]:ends[i]]`` at ``out[byte_offsets[i]:]`` (sizes
+    from ``utf8_sizes``)."""
+    n = len(starts)
     for d in prange(n):
         pos = byte_offsets[d]
-        for i in range(offsets[d], offsets[d + 1]):
+        for i in range(starts[d], ends[d]):
             c = cp[i]
             if c < 0x80:
                 out[pos] = c

@@ -15,12 +15,26 @@ BOILERPLATE_MIN_RESIDUAL = 40
 Rows = tuple[np.ndarray, np.ndarray]  # code points, int64 offsets (n + 1)
 
 
-def _regions(title: Rows, content: Rows) -> tuple[np.ndarray, np.ndarray]:
-    """Per document a region of title + 1 + content code points in one buffer: (buffer, starts)."""
+def region_size(title: Rows, content: Rows) -> int:
+    """Code points the views of these documents need: title + 1 + content each."""
     n = len(title[1]) - 1
-    starts = title[1][:-1] + content[1][:-1] + np.arange(n, dtype=np.int64)
-    size = int(title[1][-1] + content[1][-1] + n) if n else 0
-    return np.empty(size + 1, np.uint32), starts
+    return int(title[1][-1] + content[1][-1] + n) if n else 0
+
+
+def _regions(title: Rows, content: Rows, into: np.ndarray | None = None, at: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Per document a region of title + 1 + content code points in one buffer: (buffer, starts).
+
+    The buffer is ``into`` (regions from index ``at``, ``region_size`` of them) or a new one.
+    """
+    n = len(title[1]) - 1
+    if into is None and at:
+        raise ValueError("near_view: 'at' places regions in a buffer given as 'into'")
+    starts = title[1][:-1] + content[1][:-1] + np.arange(at, at + n, dtype=np.int64)
+    if into is None:
+        return np.empty(region_size(title, content) + 1, np.uint32), starts
+    if at + region_size(title, content) > len(into):
+        raise ValueError("near_view: the buffer given is smaller than the documents' regions")
+    return into, starts
 
 
 def pack(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Rows:
@@ -48,32 +62,35 @@ def near_view(
     templates: np.ndarray,
     min_residual: int = BOILERPLATE_MIN_RESIDUAL,
     max_chars: int = 100_000,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    into: np.ndarray | None = None,
+    at: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Token text of title + " " + content without template lines, cut to ``max_chars``, in one pass.
 
     ``title``/``content`` are folded code points with offsets, ``lines`` what ``ck.token_lines``
     gives for ``content``. Equals ``join(token_text(title), strip_lines(content, templates))`` cut
-    to ``max_chars``; returns (code points, offsets, truncated, CJK count, word count).
+    to ``max_chars``; returns (buffer, starts, ends, truncated, CJK count, word count): document d
+    is ``buffer[starts[d]:ends[d]]``. The buffer is ``into`` from index ``at`` when given (so a
+    batch's chunks can share one buffer, see ``region_size``), else a new one.
     """
     doc, line_hash, line_starts, line_ends = lines
     boiler = np.isin(line_hash, templates) if len(templates) else np.zeros(len(line_hash), bool)
     n = len(title[1]) - 1
     span_off = np.searchsorted(doc[boiler], np.arange(n + 1)).astype(np.int64)
-    buf, starts = _regions(title, content)
+    buf, starts = _regions(title, content, into, at)
     lengths, truncated, cjk, word = ck.near_view_into(
         *title, *content, span_off, line_starts[boiler], line_ends[boiler],
         ck.TOKEN_SEPARATORS, ck.CLASSES, min_residual, max_chars, buf, starts,
     )  # fmt: skip
-    cp, offsets = pack(buf, starts, lengths)
-    return cp, offsets, truncated, cjk, word
+    return buf, starts, starts + lengths, truncated, cjk, word
 
 
-def encode_utf8(cp: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """UTF-8 bytes of each code point row, and int64 byte offsets."""
-    byte_offsets = np.zeros(len(offsets), np.int64)
-    np.cumsum(ck.utf8_sizes(cp, offsets), out=byte_offsets[1:])
+def encode_utf8(cp: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 bytes of each code point row ``cp[starts[i]:ends[i]]``, and int64 byte offsets."""
+    byte_offsets = np.zeros(len(starts) + 1, np.int64)
+    np.cumsum(ck.utf8_sizes(cp, starts, ends), out=byte_offsets[1:])
     out = np.empty(int(byte_offsets[-1]), np.uint8)
-    ck.utf8_encode_into(cp, offsets, out, byte_offsets)
+    ck.utf8_encode_into(cp, starts, ends, out, byte_offsets)
     return out, byte_offsets
 
 

@@ -18,7 +18,7 @@ from dedup_tasks.normalize.text import (
     strip_lines,
     template_lines,
 )
-from dedup_tasks.normalize.views import hash_view, near_view, pack
+from dedup_tasks.normalize.views import hash_view, near_view, pack, region_size
 
 
 def _same(a, b):
@@ -99,9 +99,29 @@ def test_near_view_equals_strip_join_truncate():
     (expected, templates) = _reference_near_view(titles, contents, sites, 60)
     content = fold_codepoints(contents)
     lines = ck.token_lines(*content, ck.CLASSES)
-    cp, off, truncated, cjk, word = near_view(fold_codepoints(titles), content, lines, templates, max_chars=60)
+    buf, starts, ends, truncated, cjk, word = near_view(fold_codepoints(titles), content, lines, templates, max_chars=60)
+    cp, off = pack(buf, starts, ends - starts)
     assert len(templates) > 0 and truncated.any()
     _same((cp, off), expected)
     assert truncated.tolist() == (np.diff(_reference_near_view(titles, contents, sites, 10**9)[0][1]) > 60).tolist()
     assert np.array_equal(np.stack([cjk, word]), np.stack(ck.cjk_counts(cp, off, ck.SPACE_SEPARATORS)))
     assert detect_lang(cp, off).tolist().count("zh") > 0
+
+
+def test_near_view_chunks_share_one_buffer():
+    titles = pa.array(["One", "", "三 two", "Four"])
+    contents = pa.array(["alpha beta\ngamma", "中文新闻", "", "delta, epsilon!"])
+    whole = near_view(fold_codepoints(titles), fold_codepoints(contents), ck.token_lines(*fold_codepoints(contents), ck.CLASSES), np.empty(0, np.uint64))
+    halves = [(titles.slice(0, 2), contents.slice(0, 2)), (titles.slice(2), contents.slice(2))]
+    folded = [(fold_codepoints(t), fold_codepoints(c)) for t, c in halves]
+    shared = np.full(sum(region_size(t, c) for t, c in folded) + 1, 0xFFFF, np.uint32)
+    spans, at = [], 0
+    for t, c in folded:
+        buf, starts, ends, *_ = near_view(t, c, ck.token_lines(*c, ck.CLASSES), np.empty(0, np.uint64), into=shared, at=at)
+        assert buf is shared
+        spans.append((starts, ends))
+        at += region_size(t, c)
+    starts, ends = (np.concatenate(x) for x in zip(*spans, strict=True))
+    _same(pack(shared, starts, ends - starts), pack(whole[0], whole[1], whole[2] - whole[1]))
+    with pytest.raises(ValueError, match="smaller"):
+        near_view(*folded[1], ck.token_lines(*folded[1][1], ck.CLASSES), np.empty(0, np.uint64), into=shared, at=len(shared) - 2)
