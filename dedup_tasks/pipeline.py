@@ -177,9 +177,15 @@ def _fold_and_hash(
     hashes = np.empty((n, 2), np.uint64)
     line_docs, line_hashes = [], []
     folded: dict[int, tuple] = {}
+    view_buf = None
     for start, end in chunks:
         title, content, lines = _fold_chunk(batch.slice(start, end - start))
-        hashes[start:end] = content_hashes(*hash_view(title, content))
+        # One view buffer for all chunks (with room to spare, grown if a chunk needs more): fresh
+        # pages cost more than the hashing on this kind of VM.
+        need = region_size(title, content) + 1
+        if view_buf is None or len(view_buf) < need:
+            view_buf = np.empty(need + need // 4, np.uint32)
+        hashes[start:end] = content_hashes(*hash_view(title, content, into=view_buf))
         line_docs.append(lines[0] + start)
         line_hashes.append(lines[1])
         if keep_text:

@@ -4,8 +4,8 @@ Documents are visited in batch order; each one looks up its bucket keys (SimHash
 in an index holding only the documents kept so far, scores the candidates, and is either dropped
 (naming its best qualifying candidate) or inserted. This is the same streaming semantics the
 registry gives across batches, and a cluster of many copies costs one comparison per copy instead of
-a quadratic number of pairs. Compiled with numba; the index is a hash map from key to the newest
-document in the bucket plus a per-(document, band) chain to the older ones.
+a quadratic number of pairs. Compiled with numba; the index is an open-addressing hash table from
+key to the newest document in the bucket plus a per-(document, band) chain to the older ones.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, types
-from numba.typed import Dict
+from numba import njit
+
+from dedup_tasks.fingerprint.kernels import fmix64
 
 _NO_SETS = np.empty(0, np.uint32)
 _NO_OFFSETS = np.empty(0, np.int64)
@@ -77,6 +78,29 @@ def _exact_jaccard(hashes, offsets, sorted32, ready, a, b):
 
 
 @njit(cache=True)
+def _table_size(entries):
+    # A power of two at most half full: linear probes stay short.
+    size = 16
+    while size < 2 * entries:
+        size *= 2
+    return size
+
+
+@njit(inline="always", cache=True)
+def _slot(table_keys, table_docs, key):
+    """The slot holding ``key``, or the empty slot where it would go (``table_docs`` -1 = empty).
+
+    A numba typed Dict costs several times more per operation, and the stream does one lookup and
+    one insert per (document, band).
+    """
+    mask = np.uint64(len(table_keys) - 1)
+    i = fmix64(key) & mask
+    while table_docs[i] >= 0 and table_keys[i] != key:
+        i = (i + np.uint64(1)) & mask
+    return i
+
+
+@njit(cache=True)
 def _stream(
     keys, active, values, is_simhash, max_distance, min_jaccard, suspect_bound, hashes, hash_off, exact_floor, exact_ceiling
 ):
@@ -87,7 +111,8 @@ def _stream(
     score = np.full(n, np.nan)
     suspect = np.full(n, -1, np.int64)
     suspect_score = np.full(n, np.nan)
-    heads = Dict.empty(key_type=types.uint64, value_type=types.int64)
+    table_keys = np.zeros(_table_size(int(active.sum()) * n_bands), np.uint64)
+    table_docs = np.full(len(table_keys), -1, np.int64)
     chain = np.full((n, n_bands), -1, np.int64)
     seen_by = np.full(n, -1, np.int64)
     for d in range(n):
@@ -98,10 +123,7 @@ def _stream(
         near = -1
         near_score = 0.0
         for b in range(n_bands):
-            key = keys[d, b]
-            if key not in heads:
-                continue
-            c = heads[key]
+            c = table_docs[_slot(table_keys, table_docs, keys[d, b])]
             while c >= 0:
                 if seen_by[c] != d:
                     seen_by[c] = d
@@ -145,10 +167,10 @@ def _stream(
             suspect[d] = near
             suspect_score[d] = near_score
         for b in range(n_bands):
-            key = keys[d, b]
-            if key in heads:
-                chain[d, b] = heads[key]
-            heads[key] = d
+            i = _slot(table_keys, table_docs, keys[d, b])
+            chain[d, b] = table_docs[i]
+            table_keys[i] = keys[d, b]
+            table_docs[i] = d
     return matched, score, suspect, suspect_score
 
 

@@ -45,12 +45,16 @@ def pack(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Rows:
     return out, offsets
 
 
-def hash_view(title: Rows, content: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def hash_view(
+    title: Rows, content: Rows, into: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The exact layer's view: folded title and content, whitespace collapsed, joined by U+001F.
 
     Returns (buffer, starts, lengths): document d is ``buffer[starts[d]:starts[d] + lengths[d]]``.
+    The buffer is ``into`` when given (``region_size`` code points; a caller hashing chunk after
+    chunk reuses one), else a new one.
     """
-    buf, starts = _regions(title, content)
+    buf, starts = _regions(title, content, into)
     lengths = ck.hash_view_into(*title, *content, ck.SPACE_SEPARATORS, buf, starts)
     return buf, starts, lengths
 
