@@ -36,7 +36,14 @@ from dedup_tasks.normalize import codepoint_kernels as ck
 from dedup_tasks.normalize.fold import fold_codepoints
 from dedup_tasks.normalize.text import lang_from_counts, site_codes_of, template_lines
 from dedup_tasks.normalize.url import url_keys
-from dedup_tasks.normalize.views import hash_view, near_view, region_size
+from dedup_tasks.normalize.views import (
+    TokenView,
+    hash_view,
+    near_view,
+    region_size,
+    strip_template_lines,
+    token_view,
+)
 from dedup_tasks.registry.base import Fingerprints, Registry
 
 REPAIRED_REASON = "invalid UTF-8 replaced with U+FFFD"
@@ -97,9 +104,10 @@ def prepare(table: pa.Table, config: DedupConfig, source: str = "batch") -> pa.T
 
 # Batches whose text would take more than this many bytes as code points (4 per character) keep
 # nothing between passes and layers: pass 2 folds again, the layers decode ``_near_text``. Smaller
-# batches keep the folded text for pass 2 and the near-duplicate view for the layers. The bound is
-# decided before pass 1 from the UTF-8 size (a character is at least one byte), so a large batch
-# never holds a partial cache: 200,000 documents must fit in 2 GiB.
+# batches write the near-duplicate view in pass 1 to one batch-wide buffer, strip its template
+# lines in place in pass 2, and the layers read it there. The bound is decided before pass 1 from
+# the UTF-8 size (a character is at least one byte), so a large batch never holds a partial
+# buffer: 200,000 documents must fit in 2 GiB.
 TEXT_CACHE_BYTES = 256 << 20
 
 
@@ -122,7 +130,7 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
     # two run side by side on the machine's cores.
     with ThreadPoolExecutor(1, thread_name_prefix="url-keys") as pool:
         pending_keys = pool.submit(url_keys, batch.column("url"), tracking_params=config.tracking_params)
-        hashes, line_doc, line_hash, folded = _fold_and_hash(batch, chunks, keep_text)
+        hashes, line_doc, line_hash, view = _pass_one(batch, chunks, text_bytes if keep_text else None)
         keys = pending_keys.result()
     batch = set_column(batch, "_url_key", pa.array(keys.key, pa.uint64()))
     batch = set_column(batch, "_url_valid", pa.array(keys.valid))
@@ -132,30 +140,32 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
     batch = set_column(batch, "_ch_lo", pa.array(hashes[:, 1], pa.uint64()))
     templates = template_lines(line_doc, line_hash, site_codes[line_doc])
 
-    # Pass 2: the near-duplicate view, title and content without template lines. Kept, every chunk
-    # writes into one batch-wide buffer, which the layers then read in place.
-    near_parts, lang_parts = [], []
-    near_starts, near_ends = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    near_buf = np.empty(sum(region_size(*folded[start][:2]) for start, _ in chunks) + 1, np.uint32) if keep_text else None
-    at = 0
-    too_long = np.zeros(n, bool)
+    # Pass 2: the near-duplicate view, title and content without template lines.
     given = batch.column("lang") if "lang" in batch.column_names else None
-    for start, end in chunks:
-        rows = batch.slice(start, end - start)
-        title, content, lines = folded.pop(start) if start in folded else _fold_chunk(rows)
-        buf, starts, ends, too_long[start:end], cjk, word = near_view(
-            title, content, lines, templates, max_chars=MAX_NEAR_CHARS, into=near_buf, at=at
-        )
-        at += region_size(title, content) if keep_text else 0
-        near_starts[start:end], near_ends[start:end] = starts, ends
-        near_parts.append(strings_from_spans(buf, starts, ends))
-        lang_parts.append(lang_from_counts(cjk, word, given.slice(start, end - start) if given is not None else None))
-    batch = set_column(batch, "_empty", pa.array(near_ends == near_starts))
+    near_text = None
+    if view is not None:
+        # In place, in the batch-wide buffer pass 1 wrote, which the layers then read in place.
+        lengths, too_long, cjk, word = strip_template_lines(view, templates, max_chars=MAX_NEAR_CHARS)
+        near_text = NearText(view.buffer, view.starts, view.starts + lengths)
+        near_parts = [strings_from_spans(*near_text.spans(np.arange(n)))]
+        lang = lang_from_counts(cjk, word, given)
+    else:
+        near_parts, lang_parts, length_parts, long_parts = [], [], [], []
+        for start, end in chunks:
+            title, content, lines = _fold_chunk(batch.slice(start, end - start))
+            buf, starts, ends, truncated, cjk, word = near_view(title, content, lines, templates, max_chars=MAX_NEAR_CHARS)
+            near_parts.append(strings_from_spans(buf, starts, ends))
+            length_parts.append(ends - starts)
+            long_parts.append(truncated)
+            lang_parts.append(lang_from_counts(cjk, word, given.slice(start, end - start) if given is not None else None))
+        lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
+        too_long = np.concatenate(long_parts) if long_parts else np.zeros(0, bool)
+        lang = np.concatenate(lang_parts) if lang_parts else np.empty(0, object)
+    batch = set_column(batch, "_empty", pa.array(lengths == 0))
     batch = set_column(batch, "_near_text", pa.chunked_array(near_parts, pa.string()) if near_parts else pa.array([], pa.string()))
-    batch = set_column(batch, "_lang", pa.array(np.concatenate(lang_parts) if lang_parts else np.empty(0, object), pa.string()))
+    batch = set_column(batch, "_lang", pa.array(lang, pa.string()))
     if too_long.any():
         batch = add_reason(batch, too_long, LONG_REASON.format(MAX_NEAR_CHARS))
-    near_text = NearText(near_buf, near_starts, near_ends) if keep_text else None
     return add_reason(batch, repaired, REPAIRED_REASON), near_text
 
 
@@ -165,34 +175,63 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
 PREPARE_CHUNK_DOCS = 5_000
 
 
-def _fold_and_hash(
-    batch: pa.Table, chunks: list[tuple[int, int]], keep_text: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
-    """Pass 1 of ``prepare``, chunk by chunk: content hashes and the lines each document has.
+def _pass_one(
+    batch: pa.Table, chunks: list[tuple[int, int]], keep_bytes: int | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, TokenView | None]:
+    """Pass 1 of ``prepare``, chunk by chunk: content hashes and the (document, hash) of every
+    content line with words.
 
     Chunks bound the memory of the code point arrays (4 bytes a character) whatever the batch
-    size; with ``keep_text`` the folded text is kept for pass 2.
+    size. With ``keep_bytes`` (the batch's text size in bytes) the near-duplicate view is also
+    written, up to its template lines, to one batch-wide buffer (``views.token_view``), returned
+    as a batch-wide view; without, pass 2 folds the text again.
     """
     n = batch.num_rows
     hashes = np.empty((n, 2), np.uint64)
+    # A character takes at least one UTF-8 byte, so this rarely grows (NFKC expansions); pages of it
+    # that are never written are never faulted in.
+    near_buf = np.empty(keep_bytes + n + 1, np.uint32) if keep_bytes is not None else None
+    at = 0
+    parts: list[TokenView] = []
     line_docs, line_hashes = [], []
-    folded: dict[int, tuple] = {}
     view_buf = None
     for start, end in chunks:
-        title, content, lines = _fold_chunk(batch.slice(start, end - start))
-        # One view buffer for all chunks (with room to spare, grown if a chunk needs more): fresh
-        # pages cost more than the hashing on this kind of VM.
+        rows = batch.slice(start, end - start)
+        title, content = fold_codepoints(rows.column("title")), fold_codepoints(rows.column("content"))
+        # One exact-view buffer for all chunks (with room to spare, grown if a chunk needs more):
+        # fresh pages cost more than the hashing on this kind of VM.
         need = region_size(title, content) + 1
         if view_buf is None or len(view_buf) < need:
             view_buf = np.empty(need + need // 4, np.uint32)
         hashes[start:end] = content_hashes(*hash_view(title, content, into=view_buf))
-        line_docs.append(lines[0] + start)
-        line_hashes.append(lines[1])
-        if keep_text:
-            folded[start] = (title, content, lines)
+        if near_buf is None:
+            doc, line_hash, _, _ = ck.token_lines(*content, ck.CLASSES)
+        else:
+            if at + need > len(near_buf):
+                grown = np.empty(2 * (at + need), np.uint32)
+                grown[:at] = near_buf[:at]
+                near_buf = grown
+            part = token_view(title, content, near_buf, at)
+            parts.append(part)
+            at += need - 1
+            doc, line_hash = part.line_doc, part.line_hash
+        line_docs.append(doc + start)
+        line_hashes.append(line_hash)
     line_doc = np.concatenate(line_docs) if line_docs else np.empty(0, np.int64)
     line_hash = np.concatenate(line_hashes) if line_hashes else np.empty(0, np.uint64)
-    return hashes, line_doc, line_hash, folded
+    return hashes, line_doc, line_hash, _joined(parts, near_buf, line_doc) if near_buf is not None else None
+
+
+def _joined(parts: list[TokenView], buffer: np.ndarray, line_doc: np.ndarray) -> TokenView:
+    """The chunks' token views as one view over the batch-wide ``buffer`` (``line_doc`` batch-wide)."""
+
+    def cat(name: str, dtype: type) -> np.ndarray:
+        return np.concatenate([getattr(p, name) for p in parts]) if parts else np.empty(0, dtype)
+
+    return TokenView(
+        buffer, cat("starts", np.int64), cat("lengths", np.int64), cat("title_ends", np.int64),
+        cat("cjk", np.int64), cat("words", np.int64), line_doc, cat("line_hash", np.uint64), cat("line_starts", np.int64), cat("line_ends", np.int64),
+    )  # fmt: skip
 
 
 def _fold_chunk(rows: pa.Table) -> tuple[tuple, tuple, tuple]:

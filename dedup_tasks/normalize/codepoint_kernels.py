@@ -397,6 +397,171 @@ def hash_view_into(title_cp, title_off, content_cp, content_off, separators, buf
 
 
 @njit(parallel=True, nogil=True, cache=True)
+def line_slots(cp, offsets, table):
+    """Offsets of one slot per line (line breaks + 1) of each document, for ``token_view_into``."""
+    n = len(offsets) - 1
+    counts = np.zeros(n, np.int64)
+    for d in prange(n):
+        lines = 1
+        for i in range(offsets[d], offsets[d + 1]):
+            lines += _cls(table, cp[i]) == 3
+        counts[d] = lines
+    line_off = np.zeros(n + 1, np.int64)
+    for d in range(n):
+        line_off[d + 1] = line_off[d] + counts[d]
+    return line_off
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def token_view_into(title_cp, title_off, content_cp, content_off, separators, table, buf, starts, line_off):
+    """Pass 1 of the near-duplicate view, before the batch's template lines are known.
+
+    Per document, at ``buf[starts[d]:]`` (regions as in ``hash_view_into``): title and content as
+    token text joined by a space, untruncated (``near_view_into`` with no template lines and no
+    limit). Per content line (``line_off[d]:line_off[d+1]``, one slot per line break + 1): whether
+    it has words, the hash ``token_lines`` gives it, and its span in ``buf``, which includes the
+    space joining it to the text before it. Returns (lengths, title ends, CJK count, word count,
+    has words, hashes, line starts, line ends); ``strip_lines_in_place`` later removes template
+    lines by these spans.
+    """
+    n = len(title_off) - 1
+    size = separators.shape[0]
+    lengths = np.empty(n, np.int64)
+    title_ends = np.empty(n, np.int64)
+    cjk = np.zeros(n, np.int64)
+    words = np.zeros(n, np.int64)
+    total = line_off[n]
+    valid = np.zeros(total, np.bool_)
+    hashes = np.zeros(total, np.uint64)
+    line_starts = np.zeros(total, np.int64)
+    line_ends = np.zeros(total, np.int64)
+    for d in prange(n):
+        first = starts[d]
+        p = _emit(title_cp, title_off[d], title_off[d + 1], buf, first, first, 0, separators)
+        title_ends[d] = p
+        n_cjk, n_words = _counts(buf, first, p, separators)
+        pending = np.int64(p > first)
+        m = line_off[d]
+        line_start = p
+        end = content_off[d + 1]
+        for i in range(content_off[d], end + 1):
+            ci = np.int64(content_cp[i]) if i < end else np.int64(10)
+            k = np.int64(table[ci]) if ci < table.shape[0] else np.int64(0)
+            if k == 3:
+                # A line break (or the end): close the line; a line without words leaves no text.
+                if p > line_start:
+                    tok = line_start + (1 if buf[line_start] == 32 else 0)
+                    h = np.uint64(0)
+                    for j in range(tok, p):
+                        h = h * POLY + np.uint64(buf[j])
+                    valid[m] = True
+                    hashes[m] = _finish(h, p - tok)
+                    line_starts[m] = line_start
+                    line_ends[m] = p
+                m += 1
+                line_start = p
+                if i == end:
+                    break
+            sep = np.int64(separators[ci]) if ci < size else np.int64(0)
+            word = 1 - sep
+            buf[p] = 32
+            p += pending & word
+            buf[p] = content_cp[i]
+            p += word
+            pending = sep & np.int64(p > first)
+            n_words += word
+            n_cjk += word & _is_cjk_flag(ci)
+        lengths[d] = p - first
+        cjk[d] = n_cjk
+        words[d] = n_words
+    return lengths, title_ends, cjk, words, valid, hashes, line_starts, line_ends
+
+
+@njit(inline="always", cache=True)
+def _is_cjk_flag(c):
+    # ``_is_cjk`` without branches, for the branch-free emit loop.
+    return (
+        np.int64(0x4E00 <= c <= 0x9FFF)
+        | np.int64(0x3400 <= c <= 0x4DBF)
+        | np.int64(0x20000 <= c <= 0x2FFFF)
+        | np.int64(0x3040 <= c <= 0x30FF)
+        | np.int64(0xAC00 <= c <= 0xD7AF)
+        | np.int64(0xF900 <= c <= 0xFAFF)
+    )
+
+
+@njit(inline="always", cache=True)
+def _counts(buf, start, end, separators):
+    """(CJK count, word-character count) of token text ``buf[start:end]``."""
+    size = separators.shape[0]
+    n_cjk = 0
+    n_words = 0
+    for i in range(start, end):
+        ci = np.int64(buf[i])
+        word = 1 - (np.int64(separators[ci]) if ci < size else np.int64(0))
+        n_words += word
+        n_cjk += word & _is_cjk_flag(ci)
+    return n_cjk, n_words
+
+
+@njit(inline="always", cache=True)
+def _without_spans(buf, first, title_end, doc_end, span_starts, span_ends, k0, k1, write):
+    """Length of the document at ``buf[first:doc_end]`` without the spans k0..k1 (sorted, after
+    ``title_end``); with ``write``, moves the kept text left in place. A kept line that would now
+    open the document loses its joining space."""
+    p = title_end
+    src = title_end
+    for k in range(k0, k1 + 1):
+        seg_end = span_starts[k] if k < k1 else doc_end
+        if seg_end > src:
+            if p == first and buf[src] == 32:
+                src += 1
+            if write:
+                for j in range(src, seg_end):
+                    buf[p + j - src] = buf[j]
+            p += seg_end - src
+        if k < k1:
+            src = span_ends[k]
+    return p
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def strip_lines_in_place(
+    buf, starts, lengths, title_ends, cjk, words, span_off, span_starts, span_ends, separators, min_residual, max_chars
+):
+    """Pass 2: remove each document's template line spans ``span_off[d]:span_off[d+1]`` (from
+    ``token_view_into``) from its text in ``buf``, unless that leaves content shorter than
+    ``min_residual``; cut to ``max_chars``. Same result as ``near_view_into``. Updates the
+    documents' CJK and word counts in place; returns (lengths, truncated)."""
+    n = len(starts)
+    out = np.empty(n, np.int64)
+    truncated = np.zeros(n, np.bool_)
+    for d in prange(n):
+        first = starts[d]
+        title_end = title_ends[d]
+        doc_end = first + lengths[d]
+        p = doc_end
+        k0 = span_off[d]
+        k1 = span_off[d + 1]
+        if k1 > k0:
+            kept = _without_spans(buf, first, title_end, doc_end, span_starts, span_ends, k0, k1, False)
+            residual = kept - title_end - (1 if title_end > first and kept > title_end else 0)
+            if residual >= min_residual:
+                for k in range(k0, k1):
+                    removed_cjk, removed_words = _counts(buf, span_starts[k], span_ends[k], separators)
+                    cjk[d] -= removed_cjk
+                    words[d] -= removed_words
+                p = _without_spans(buf, first, title_end, doc_end, span_starts, span_ends, k0, k1, True)
+        length = p - first
+        if length > max_chars:
+            truncated[d] = True
+            length = max_chars
+            cjk[d], words[d] = _counts(buf, first, first + length, separators)
+        out[d] = length
+    return out, truncated
+
+
+@njit(parallel=True, nogil=True, cache=True)
 def near_view_into(
     title_cp, title_off, content_cp, content_off, span_off, span_starts, span_ends, separators, table, min_residual, max_chars, buf, starts
 ):

@@ -6,6 +6,8 @@ Outputs are allocated here with numpy and filled by the ``*_into`` kernels of ``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from dedup_tasks.normalize import codepoint_kernels as ck
@@ -87,6 +89,56 @@ def near_view(
         ck.TOKEN_SEPARATORS, ck.CLASSES, min_residual, max_chars, buf, starts,
     )  # fmt: skip
     return buf, starts, starts + lengths, truncated, cjk, word
+
+
+@dataclass
+class TokenView:
+    """The near-duplicate view before template lines are known: title + content as token text,
+    untruncated, at ``buffer[starts[d]:starts[d] + lengths[d]]``, and each content line with words:
+    its document, hash (as ``ck.token_lines``) and span in ``buffer`` (with its joining space)."""
+
+    buffer: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+    title_ends: np.ndarray
+    cjk: np.ndarray  # CJK and word-character counts of the text
+    words: np.ndarray
+    line_doc: np.ndarray
+    line_hash: np.ndarray
+    line_starts: np.ndarray
+    line_ends: np.ndarray
+
+
+def token_view(title: Rows, content: Rows, into: np.ndarray, at: int = 0) -> TokenView:
+    """Pass 1 of the near-duplicate view of these documents, written to ``into`` from index ``at``
+    (``region_size`` code points); ``strip_template_lines`` finishes it once the batch's template
+    lines are known, so the folded text need not be kept between the passes."""
+    buf, starts = _regions(title, content, into, at)
+    line_off = ck.line_slots(*content, ck.CLASSES)
+    lengths, title_ends, cjk, words, has_words, line_hash, line_starts, line_ends = ck.token_view_into(
+        *title, *content, ck.TOKEN_SEPARATORS, ck.CLASSES, buf, starts, line_off
+    )
+    line_doc = np.repeat(np.arange(len(starts), dtype=np.int64), np.diff(line_off))
+    return TokenView(
+        buf, starts, lengths, title_ends, cjk, words,
+        line_doc[has_words], line_hash[has_words], line_starts[has_words], line_ends[has_words],
+    )  # fmt: skip
+
+
+def strip_template_lines(
+    view: TokenView, templates: np.ndarray, min_residual: int = BOILERPLATE_MIN_RESIDUAL, max_chars: int = 100_000
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Pass 2, in place: the documents of ``view`` without their template lines, cut to
+    ``max_chars``; ``near_view`` gives the same text. Returns (lengths, truncated, CJK count, word
+    count); document d is then ``view.buffer[view.starts[d]:view.starts[d] + lengths[d]]``."""
+    boiler = np.isin(view.line_hash, templates) if len(templates) else np.zeros(len(view.line_hash), bool)
+    span_off = np.searchsorted(view.line_doc[boiler], np.arange(len(view.starts) + 1)).astype(np.int64)
+    cjk, words = view.cjk.copy(), view.words.copy()
+    lengths, truncated = ck.strip_lines_in_place(
+        view.buffer, view.starts, view.lengths, view.title_ends, cjk, words, span_off,
+        view.line_starts[boiler], view.line_ends[boiler], ck.TOKEN_SEPARATORS, min_residual, max_chars,
+    )  # fmt: skip
+    return lengths, truncated, cjk, words
 
 
 def encode_utf8(cp: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

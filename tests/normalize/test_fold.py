@@ -18,7 +18,14 @@ from dedup_tasks.normalize.text import (
     strip_lines,
     template_lines,
 )
-from dedup_tasks.normalize.views import hash_view, near_view, pack, region_size
+from dedup_tasks.normalize.views import (
+    hash_view,
+    near_view,
+    pack,
+    region_size,
+    strip_template_lines,
+    token_view,
+)
 
 
 def _same(a, b):
@@ -107,6 +114,33 @@ def test_near_view_equals_strip_join_truncate():
     assert np.array_equal(np.stack([cjk, word]), np.stack(ck.cjk_counts(cp, off, ck.SPACE_SEPARATORS)))
     assert detect_lang(cp, off).tolist().count("zh") > 0
 
+
+
+@pytest.mark.parametrize(("min_residual", "max_chars", "with_templates"), [(40, 10**5, True), (5, 30, True), (0, 10**5, True), (40, 10**5, False)])
+def test_token_view_then_strip_equals_near_view(min_residual, max_chars, with_templates):
+    # Pass 1 writes the view before the templates are known; pass 2 strips them in place.
+    rng = random.Random(3)
+    header, footer = "Home | World | Sports", "© 2026 Example. All rights reserved."
+    words = ["alpha", "beta", "中文", "新闻", "gamma,", "delta!", "ＦＵＬＬ", "e\u0301", "\n", "...", " ", "𠀀"]
+    titles, contents = [], []
+    for i in range(1500):
+        body = "\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(0, 5)))
+        if i % 3 == 0:
+            body = f"{header}\n{body}\n{footer}"
+        if i % 5 == 0:
+            body = f"{footer}\n\n{body}"
+        titles.append("" if i % 4 == 0 else f"Title {i % 5}: {rng.choice(words)}")
+        contents.append(body)
+    title, content = fold_codepoints(pa.array(titles)), fold_codepoints(pa.array(contents))
+    lines = ck.token_lines(*content, ck.CLASSES)
+    templates = np.unique(lines[1])[::3] if with_templates else np.empty(0, np.uint64)
+    buf, starts, ends, truncated, cjk, word = near_view(title, content, lines, templates, min_residual, max_chars)
+    view = token_view(title, content, np.empty(region_size(title, content) + 1, np.uint32))
+    assert np.array_equal(view.line_doc, lines[0]) and np.array_equal(view.line_hash, lines[1])
+    lengths, truncated2, cjk2, word2 = strip_template_lines(view, templates, min_residual, max_chars)
+    _same(pack(view.buffer, view.starts, lengths), pack(buf, starts, ends - starts))
+    assert np.array_equal(truncated, truncated2) and truncated.any() == (max_chars < 100)
+    assert np.array_equal(cjk, cjk2) and np.array_equal(word, word2)
 
 def test_near_view_chunks_share_one_buffer():
     titles = pa.array(["One", "", "三 two", "Four"])
