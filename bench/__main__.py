@@ -272,6 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         args = parser.parse_args(argv)
 
+    # The product's process setting (the CLI and the Airflow tasks make it too).
+    from dedup_tasks.runtime import use_shared_allocator
+
+    use_shared_allocator()
     if args.command == "_throughput_child":
         print(json.dumps(throughput_child(args.docs, args.seed, args.repeats)))
         return 0

@@ -1,0 +1,37 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+PROBE = "import pyarrow as pa; from dedup_tasks.runtime import use_shared_allocator; use_shared_allocator(); print(pa.default_memory_pool().backend_name)"
+
+
+def _backend(env_pool: str | None) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if env_pool:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = env_pool
+    return subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_arrow_allocates_from_the_c_heap_by_default():
+    assert _backend(None) == "system"
+
+
+@pytest.mark.parametrize("pool", ["jemalloc", "mimalloc"])
+def test_an_explicit_arrow_pool_is_respected(pool):
+    import pyarrow as pa
+
+    available = {"jemalloc": pa.jemalloc_memory_pool, "mimalloc": pa.mimalloc_memory_pool}[pool]
+    try:
+        available()
+    except NotImplementedError:
+        pytest.skip(f"pyarrow built without {pool}")
+    assert _backend(pool) == pool
+
+
+def test_the_cli_sets_it(tmp_path):
+    probe = f"import pyarrow as pa, dedup_tasks.cli as c; c.main(['show', '--root', {str(tmp_path)!r}]); print(pa.default_memory_pool().backend_name)"
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "system"
