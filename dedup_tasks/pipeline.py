@@ -361,10 +361,11 @@ def run_batch(
     if on_layer:
         on_layer(prep_stats)
     del table
-    view = layer_view(prepared)
+    handed_over = {"view": layer_view(prepared)}
     inputs = prepared.select([c for c in prepared.column_names if not c.startswith(PRIVATE_PREFIX)])
     del prepared  # from here on the input columns and the layers' view are all that is held
-    survivors, drops, stats = run_layers(view, ctx, on_layer)
+    # Not bound to a name here: once the first layer has copied its survivors, the full view is freed.
+    survivors, drops, stats = run_layers(handed_over.pop("view"), ctx, on_layer)
     t0 = time.perf_counter()
     survivors, conflict_drops = commit(survivors, ctx)
     commit_stats = LayerStats("commit", survivors.num_rows + conflict_drops.num_rows, conflict_drops.num_rows, time.perf_counter() - t0)
