@@ -85,56 +85,45 @@ def _free(table_free, high, c):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _fold_lengths(data, byte_offsets, single, table_off, table_data, table_free, high):
-    """Folded length of each UTF-8 row, and which rows need the full algorithm instead (length 0)."""
+def _fold_at_bytes(data, byte_offsets, single, table_off, table_data, table_free, high, out):
+    """Fold each UTF-8 row into ``out[byte_offsets[d] - byte_offsets[0]:]``, a region with room for
+    as many code points as the row has bytes. Returns the folded lengths, and which rows need the
+    full algorithm instead: a character the table does not fold on its own, or a row that folds to
+    more code points than it has bytes (a few expansions, like U+FDFA, do)."""
     n = len(byte_offsets) - 1
+    base = byte_offsets[0]
     lengths = np.zeros(n, np.int64)
     fallback = np.zeros(n, np.bool_)
     size = table_free.shape[0]
     multi = np.uint32(0xFFFFFFFF)
     for d in prange(n):
-        length = 0
         i = byte_offsets[d]
         end = byte_offsets[d + 1]
+        pos = i - base
+        limit = end - base
         while i < end:
             c, width = decode_at(data, i)
             i += width
             if c < size and single[c] != multi:
-                length += 1
-            elif _free(table_free, high, c):
-                length += (table_off[c + 1] - table_off[c]) if c < size else 1
-            else:
-                fallback[d] = True
-                length = 0
-                break
-        lengths[d] = length
-    return lengths, fallback
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def _fold_into(data, byte_offsets, single, table_off, table_data, table_free, high, fallback, out, out_off):
-    n = len(byte_offsets) - 1
-    size = table_free.shape[0]
-    multi = np.uint32(0xFFFFFFFF)
-    for d in prange(n):
-        if fallback[d]:
-            continue
-        pos = out_off[d]
-        i = byte_offsets[d]
-        end = byte_offsets[d + 1]
-        while i < end:
-            c, width = decode_at(data, i)
-            i += width
-            if c < size and single[c] != multi:
+                # One code point for at least one byte: never outruns the region.
                 out[pos] = single[c]
                 pos += 1
-            elif c < size:
-                for k in range(table_off[c], table_off[c + 1]):
-                    out[pos] = table_data[k]
+            elif _free(table_free, high, c):
+                if c < size:
+                    if pos + table_off[c + 1] - table_off[c] > limit:
+                        fallback[d] = True
+                        break
+                    for k in range(table_off[c], table_off[c + 1]):
+                        out[pos] = table_data[k]
+                        pos += 1
+                else:
+                    out[pos] = c
                     pos += 1
             else:
-                out[pos] = c
-                pos += 1
+                fallback[d] = True
+                break
+        lengths[d] = 0 if fallback[d] else pos - (byte_offsets[d] - base)
+    return lengths, fallback
 
 
 def fold_codepoints(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
@@ -145,12 +134,15 @@ def fold_codepoints(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.
 
     values = as_string_array(values)
     data, byte_offsets = utf8_buffers(values)
-    tables = _tables()
-    lengths, fallback = _fold_lengths(data, byte_offsets, *tables)
+    # One decoding pass into regions sized by bytes, then a packing copy: cheaper than measuring
+    # the folded lengths in a first decoding pass.
+    at_bytes = np.empty(int(byte_offsets[-1] - byte_offsets[0]) + 1, np.uint32)
+    lengths, fallback = _fold_at_bytes(data, byte_offsets, *_tables(), at_bytes)
     folded_off = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=folded_off[1:])
     folded = np.empty(int(folded_off[-1]), np.uint32)
-    _fold_into(data, byte_offsets, *tables, fallback, folded, folded_off)
+    ck.pack_into(at_bytes, byte_offsets[:-1] - byte_offsets[0], lengths, folded, folded_off)
+    del at_bytes
     if not fallback.any():
         return folded, folded_off
     slow_cp, slow_off = codepoints(nfkc_lower(values.filter(pa.array(fallback))))
