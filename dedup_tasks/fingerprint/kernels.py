@@ -36,15 +36,6 @@ def fmix64(h):
     return h
 
 
-@njit(nogil=True, cache=True)
-def fmix64_array(values):
-    """``fmix64`` of every value of a uint64 array."""
-    out = np.empty_like(values)
-    for i in range(len(values)):
-        out[i] = fmix64(values[i])
-    return out
-
-
 @njit(inline="always", cache=True)
 def fmix32(h):
     # numba widens uint32 products to 64 bits: truncate after every multiply to stay mod 2^32.

@@ -12,7 +12,7 @@ import unicodedata
 import numpy as np
 from numba import njit, prange
 
-from dedup_tasks.fingerprint.kernels import POLY, _finish
+from dedup_tasks.fingerprint.kernels import POLY, _finish, fmix64
 
 # 0 = word character, 1 = whitespace, 2 = punctuation or symbol, 3 = line break
 WORD, SPACE, PUNCT, NEWLINE = 0, 1, 2, 3
@@ -142,6 +142,38 @@ def token_lines(cp, offsets, table):
             else:
                 pending = True
     return doc[valid], hashes[valid], starts[valid], ends[valid]
+
+
+@njit(nogil=True, cache=True)
+def frequent_line_keys(keys, docs, min_docs):
+    """Which lines have a key found in >= ``min_docs`` distinct documents (``docs`` non-decreasing).
+
+    One pass over an open-addressing table of key -> (documents counted, last document seen): in
+    document order a key's document is new exactly when it differs from the last one seen.
+    """
+    n = len(keys)
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    mask = np.uint64(size - 1)
+    table_keys = np.zeros(size, np.uint64)
+    last_doc = np.full(size, -1, np.int64)
+    count = np.zeros(size, np.int64)
+    slots = np.empty(n, np.int64)
+    for i in range(n):
+        key = keys[i]
+        s = fmix64(key) & mask
+        while last_doc[s] >= 0 and table_keys[s] != key:
+            s = (s + np.uint64(1)) & mask
+        table_keys[s] = key
+        if last_doc[s] != docs[i]:
+            last_doc[s] = docs[i]
+            count[s] += 1
+        slots[i] = s
+    out = np.empty(n, np.bool_)
+    for i in range(n):
+        out[i] = count[slots[i]] >= min_docs
+    return out
 
 
 @njit(nogil=True, cache=True)

@@ -20,7 +20,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dedup_tasks.fingerprint.kernels import fmix64_array
 from dedup_tasks.normalize import codepoint_kernels as ck
 
 BOILERPLATE_MIN_DOCS = 4
@@ -80,17 +79,12 @@ def template_lines(
     """
     if len(line_hash) == 0:
         return np.empty(0, np.uint64)
+    line_doc = np.asarray(line_doc, np.int64)
     key = line_hash ^ (site_code.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
-    # A line repeated inside one document counts once: one 64-bit sort over (line, document) pair
-    # hashes rather than a sort of 16-byte records (a pair collision, ~n^2/2^65, only undercounts).
-    pair = fmix64_array(key + line_doc.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F))
-    first = np.unique(pair, return_index=True)[1]
-    uniq_keys, docs_per_key = np.unique(key[first], return_counts=True)
-    frequent_keys = uniq_keys[docs_per_key >= min_docs]
-    if len(frequent_keys) == 0:
-        return np.empty(0, np.uint64)
-    return np.unique(line_hash[np.isin(key, frequent_keys)])
-
+    if np.any(line_doc[1:] < line_doc[:-1]):  # prepare's lines come in document order; others may not
+        order = np.argsort(line_doc, kind="stable")
+        line_doc, key, line_hash = line_doc[order], key[order], line_hash[order]
+    return np.unique(line_hash[ck.frequent_line_keys(key, line_doc, min_docs)])
 
 
 def strip_lines(

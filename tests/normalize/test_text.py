@@ -1,8 +1,16 @@
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from dedup_tasks.fingerprint.hashing import codepoints, strings_from_codepoints
-from dedup_tasks.normalize.text import detect_lang, nfkc_lower, normalize_text, strip_boilerplate, token_text
+from dedup_tasks.normalize.text import (
+    detect_lang,
+    nfkc_lower,
+    normalize_text,
+    strip_boilerplate,
+    template_lines,
+    token_text,
+)
 from dedup_tasks.normalize.tokens import segment_words, shingles
 
 
@@ -70,3 +78,21 @@ def test_shingle_definitions():
     assert shingles("a b c d", "en") == ["a b c", "b c d"]
     assert shingles("a b", "en") == ["a b"]
     assert shingles("", "zh") == []
+
+
+@pytest.mark.parametrize("doc_order", ["sorted", "shuffled"])
+def test_template_lines_counts_distinct_documents_per_site(doc_order):
+    rng = np.random.default_rng(5)
+    n_lines = 5000
+    line_doc = np.sort(rng.integers(0, 600, n_lines))
+    line_hash = rng.integers(0, 2**63, 40, dtype=np.uint64)[rng.integers(0, 40, n_lines)]
+    site_code = (line_doc % 3).astype(np.int64)  # a document's lines share its site
+    if doc_order == "shuffled":
+        order = rng.permutation(n_lines)
+        line_doc, line_hash, site_code = line_doc[order], line_hash[order], site_code[order]
+    docs_per = {}
+    for doc, h, site in zip(line_doc.tolist(), line_hash.tolist(), site_code.tolist(), strict=True):
+        docs_per.setdefault((h, site), set()).add(doc)
+    for min_docs in (2, 4, 9):
+        expected = sorted({h for (h, _), docs in docs_per.items() if len(docs) >= min_docs})
+        assert template_lines(line_doc, line_hash, site_code, min_docs).tolist() == expected
