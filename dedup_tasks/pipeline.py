@@ -33,7 +33,7 @@ from dedup_tasks.layers.base import (
 )
 from dedup_tasks.layers.minhash import signatures_of
 from dedup_tasks.normalize import codepoint_kernels as ck
-from dedup_tasks.normalize.fold import fold_codepoints
+from dedup_tasks.normalize.fold import fold_codepoints, fold_scratch_size
 from dedup_tasks.normalize.text import lang_from_counts, site_codes_of, template_lines
 from dedup_tasks.normalize.url import url_keys
 from dedup_tasks.normalize.views import (
@@ -194,10 +194,15 @@ def _pass_one(
     at = 0
     parts: list[TokenView] = []
     line_docs, line_hashes = [], []
-    view_buf = None
+    view_buf = fold_buf = None
     for start, end in chunks:
         rows = batch.slice(start, end - start)
-        title, content = fold_codepoints(rows.column("title")), fold_codepoints(rows.column("content"))
+        # One folding scratch for every chunk and both columns, grown when a chunk needs more.
+        fold_need = max(fold_scratch_size(rows.column("title")), fold_scratch_size(rows.column("content")))
+        if fold_buf is None or len(fold_buf) < fold_need:
+            fold_buf = np.empty(fold_need + fold_need // 4, np.uint32)
+        title = fold_codepoints(rows.column("title"), fold_buf)
+        content = fold_codepoints(rows.column("content"), fold_buf)
         # One exact-view buffer for all chunks (with room to spare, grown if a chunk needs more):
         # fresh pages cost more than the hashing on this kind of VM.
         need = region_size(title, content) + 1

@@ -126,8 +126,12 @@ def _fold_at_bytes(data, byte_offsets, single, table_off, table_data, table_free
     return lengths, fallback
 
 
-def fold_codepoints(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """Code points and offsets of NFKC + lower-cased ``values`` (nulls as empty strings)."""
+def fold_codepoints(values: pa.Array | pa.ChunkedArray, scratch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Code points and offsets of NFKC + lower-cased ``values`` (nulls as empty strings).
+
+    ``scratch``, a uint32 array of at least ``fold_scratch_size(values)`` elements, is used for the
+    intermediate regions instead of a new array (a caller folding chunk after chunk reuses one).
+    """
     from dedup_tasks.fingerprint.hashing import codepoints, utf8_buffers
     from dedup_tasks.normalize import codepoint_kernels as ck
     from dedup_tasks.normalize.text import as_string_array, nfkc_lower
@@ -136,14 +140,33 @@ def fold_codepoints(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.
     data, byte_offsets = utf8_buffers(values)
     # One decoding pass into regions sized by bytes, then a packing copy: cheaper than measuring
     # the folded lengths in a first decoding pass.
-    at_bytes = np.empty(int(byte_offsets[-1] - byte_offsets[0]) + 1, np.uint32)
+    need = int(byte_offsets[-1] - byte_offsets[0]) + 1
+    if scratch is not None and (scratch.dtype != np.uint32 or len(scratch) < need):
+        raise ValueError(f"fold_codepoints: scratch must be uint32 with at least {need} elements")
+    at_bytes = scratch if scratch is not None else np.empty(need, np.uint32)
     lengths, fallback = _fold_at_bytes(data, byte_offsets, *_tables(), at_bytes)
     folded_off = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=folded_off[1:])
     folded = np.empty(int(folded_off[-1]), np.uint32)
     ck.pack_into(at_bytes, byte_offsets[:-1] - byte_offsets[0], lengths, folded, folded_off)
-    del at_bytes
+    del at_bytes, scratch
     if not fallback.any():
         return folded, folded_off
     slow_cp, slow_off = codepoints(nfkc_lower(values.filter(pa.array(fallback))))
     return ck.replace_rows(folded, folded_off, slow_cp, slow_off, fallback)
+
+
+def fold_scratch_size(values: pa.Array | pa.ChunkedArray) -> int:
+    """Elements of the ``scratch`` that ``fold_codepoints(values)`` needs: the UTF-8 size + 1."""
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    size = 1
+    for chunk in chunks:
+        if not (pa.types.is_string(chunk.type) or pa.types.is_large_string(chunk.type)):
+            from dedup_tasks.normalize.text import as_string_array
+
+            return fold_scratch_size(as_string_array(values))
+        if len(chunk):
+            offsets = np.frombuffer(chunk.buffers()[1], np.int64 if pa.types.is_large_string(chunk.type) else np.int32)
+            # Filling nulls with "" never grows the text, so the raw range bounds what is folded.
+            size += int(offsets[chunk.offset + len(chunk)] - offsets[chunk.offset])
+    return size

@@ -9,7 +9,7 @@ import pytest
 from dedup_tasks.fingerprint.content_hash import content_hashes
 from dedup_tasks.fingerprint.hashing import codepoints, strings_from_codepoints
 from dedup_tasks.normalize import codepoint_kernels as ck
-from dedup_tasks.normalize.fold import fold_codepoints
+from dedup_tasks.normalize.fold import fold_codepoints, fold_scratch_size
 from dedup_tasks.normalize.text import (
     collapse_codepoints,
     detect_lang,
@@ -159,3 +159,13 @@ def test_near_view_chunks_share_one_buffer():
     _same(pack(shared, starts, ends - starts), pack(whole[0], whole[1], whole[2] - whole[1]))
     with pytest.raises(ValueError, match="smaller"):
         near_view(*folded[1], ck.token_lines(*folded[1][1], ck.CLASSES), np.empty(0, np.uint64), into=shared, at=len(shared) - 2)
+
+
+def test_fold_with_a_scratch_buffer_equals_without():
+    values = pa.chunked_array([pa.array(["ＡＢＣ", None, "中文 ﷺ"]), pa.array(["x\u0301", "Straße"])])
+    need = fold_scratch_size(values)
+    scratch = np.full(need, 7, np.uint32)
+    _same(fold_codepoints(values, scratch), fold_codepoints(values))
+    _same(fold_codepoints(values.chunk(0).slice(1), scratch), fold_codepoints(values.chunk(0).slice(1)))
+    with pytest.raises(ValueError, match="scratch"):
+        fold_codepoints(values, np.empty(need - 1, np.uint32))
