@@ -39,7 +39,6 @@ from dedup_tasks.normalize.url import url_keys
 from dedup_tasks.normalize.views import (
     TokenView,
     hash_view,
-    near_view,
     region_size,
     strip_template_lines,
     token_view,
@@ -150,12 +149,18 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
         near_parts = [strings_from_spans(*near_text.spans(np.arange(n)))]
         lang = lang_from_counts(cjk, word, given)
     else:
+        # Chunk by chunk: fold again, pass 1 of the view into one reused buffer, strip, encode.
         near_parts, lang_parts, length_parts, long_parts = [], [], [], []
+        buf = None
         for start, end in chunks:
-            title, content, lines = _fold_chunk(batch.slice(start, end - start))
-            buf, starts, ends, truncated, cjk, word = near_view(title, content, lines, templates, max_chars=MAX_NEAR_CHARS)
-            near_parts.append(strings_from_spans(buf, starts, ends))
-            length_parts.append(ends - starts)
+            rows = batch.slice(start, end - start)
+            title, content = fold_codepoints(rows.column("title")), fold_codepoints(rows.column("content"))
+            if buf is None or len(buf) < region_size(title, content) + 1:
+                buf = np.empty(region_size(title, content) * 5 // 4 + 1, np.uint32)
+            part = token_view(title, content, buf)
+            chunk_lengths, truncated, cjk, word = strip_template_lines(part, templates, max_chars=MAX_NEAR_CHARS)
+            near_parts.append(strings_from_spans(buf, part.starts, part.starts + chunk_lengths))
+            length_parts.append(chunk_lengths)
             long_parts.append(truncated)
             lang_parts.append(lang_from_counts(cjk, word, given.slice(start, end - start) if given is not None else None))
         lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
@@ -237,13 +242,6 @@ def _joined(parts: list[TokenView], buffer: np.ndarray, line_doc: np.ndarray) ->
         buffer, cat("starts", np.int64), cat("lengths", np.int64), cat("title_ends", np.int64),
         cat("cjk", np.int64), cat("words", np.int64), line_doc, cat("line_hash", np.uint64), cat("line_starts", np.int64), cat("line_ends", np.int64),
     )  # fmt: skip
-
-
-def _fold_chunk(rows: pa.Table) -> tuple[tuple, tuple, tuple]:
-    """Folded title and content code points of ``rows``, and the content's lines (``ck.token_lines``)."""
-    title = fold_codepoints(rows.column("title"))
-    content = fold_codepoints(rows.column("content"))
-    return title, content, ck.token_lines(*content, ck.CLASSES)
 
 
 def _chunks(n: int, size: int = PREPARE_CHUNK_DOCS):

@@ -449,8 +449,8 @@ def token_view_into(title_cp, title_off, content_cp, content_off, separators, ta
     """Pass 1 of the near-duplicate view, before the batch's template lines are known.
 
     Per document, at ``buf[starts[d]:]`` (regions as in ``hash_view_into``): title and content as
-    token text joined by a space, untruncated (``near_view_into`` with no template lines and no
-    limit). Per content line (``line_off[d]:line_off[d+1]``, one slot per line break + 1): whether
+    token text (punctuation and whitespace runs as one space) joined by a space, untruncated. Per
+    content line (``line_off[d]:line_off[d+1]``, one slot per line break + 1): whether
     it has words, the hash ``token_lines`` gives it, and its span in ``buf``, which includes the
     space joining it to the text before it. Returns (lengths, title ends, CJK count, word count,
     has words, hashes, line starts, line ends); ``strip_lines_in_place`` later removes template
@@ -563,7 +563,7 @@ def strip_lines_in_place(
 ):
     """Pass 2: remove each document's template line spans ``span_off[d]:span_off[d+1]`` (from
     ``token_view_into``) from its text in ``buf``, unless that leaves content shorter than
-    ``min_residual``; cut to ``max_chars``. Same result as ``near_view_into``. Updates the
+    ``min_residual``; cut to ``max_chars``. Updates the
     documents' CJK and word counts in place; returns (lengths, truncated)."""
     n = len(starts)
     out = np.empty(n, np.int64)
@@ -592,45 +592,3 @@ def strip_lines_in_place(
         out[d] = length
     return out, truncated
 
-
-@njit(parallel=True, nogil=True, cache=True)
-def near_view_into(
-    title_cp, title_off, content_cp, content_off, span_off, span_starts, span_ends, separators, table, min_residual, max_chars, buf, starts
-):
-    """Per document, at ``buf[starts[d]:]`` (regions as in ``hash_view_into``): title and content as
-    token text (punctuation and whitespace runs as one space), joined by a space, without the
-    content's template line spans ``span_off[d]:span_off[d+1]``, cut to ``max_chars``. Content whose
-    stripped token text is shorter than ``min_residual`` keeps its full text. Returns (lengths,
-    truncated, CJK count, word count) (see ``cjk_counts``)."""
-    n = len(title_off) - 1
-    lengths = np.empty(n, np.int64)
-    truncated = np.zeros(n, np.bool_)
-    cjk = np.zeros(n, np.int64)
-    word = np.zeros(n, np.int64)
-    for d in prange(n):
-        first = starts[d]
-        after_title = _emit(title_cp, title_off[d], title_off[d + 1], buf, first, first, 0, separators)
-        pending = np.int64(after_title > first)
-        p = after_title
-        i = content_off[d]
-        for k in range(span_off[d], span_off[d + 1]):
-            p = _emit(content_cp, i, span_starts[k], buf, p, first, pending, separators)
-            pending = np.int64(p > first)
-            i = span_ends[k]
-        p = _emit(content_cp, i, content_off[d + 1], buf, p, first, pending, separators)
-        if span_off[d + 1] > span_off[d]:
-            residual = p - after_title - (1 if after_title > first and p > after_title else 0)
-            if residual < min_residual:
-                p = _emit(content_cp, content_off[d], content_off[d + 1], buf, after_title, first, np.int64(after_title > first), separators)
-        length = p - first
-        if length > max_chars:
-            truncated[d] = True
-            length = max_chars
-        lengths[d] = length
-        # Counted here, while the document is still in cache.
-        for i in range(first, first + length):
-            c = np.int64(buf[i])
-            if _cls(table, c) == 0:
-                word[d] += 1
-                cjk[d] += _is_cjk(c)
-    return lengths, truncated, cjk, word

@@ -1,4 +1,8 @@
-"""The two per-document views prepare builds, each in one compiled pass, and code point row utilities.
+"""The two per-document views prepare builds, and code point row utilities.
+
+The exact layer's view is one compiled pass (``hash_view``); the near-duplicate view is two,
+because template lines are known only once every document's lines are: ``token_view`` writes the
+token text with every line's hash and span, ``strip_template_lines`` removes template lines in place.
 
 Outputs are allocated here with numpy and filled by the ``*_into`` kernels of ``codepoint_kernels``
 (numpy's large allocations use transparent huge pages; numba's do not).
@@ -30,12 +34,12 @@ def _regions(title: Rows, content: Rows, into: np.ndarray | None = None, at: int
     """
     n = len(title[1]) - 1
     if into is None and at:
-        raise ValueError("near_view: 'at' places regions in a buffer given as 'into'")
+        raise ValueError("'at' places regions in a buffer given as 'into'")
     starts = title[1][:-1] + content[1][:-1] + np.arange(at, at + n, dtype=np.int64)
     if into is None:
         return np.empty(region_size(title, content) + 1, np.uint32), starts
     if at + region_size(title, content) > len(into):
-        raise ValueError("near_view: the buffer given is smaller than the documents' regions")
+        raise ValueError("the buffer given is smaller than the documents' regions")
     return into, starts
 
 
@@ -59,36 +63,6 @@ def hash_view(
     buf, starts = _regions(title, content, into)
     lengths = ck.hash_view_into(*title, *content, ck.SPACE_SEPARATORS, buf, starts)
     return buf, starts, lengths
-
-
-def near_view(
-    title: Rows,
-    content: Rows,
-    lines: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    templates: np.ndarray,
-    min_residual: int = BOILERPLATE_MIN_RESIDUAL,
-    max_chars: int = 100_000,
-    into: np.ndarray | None = None,
-    at: int = 0,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Token text of title + " " + content without template lines, cut to ``max_chars``, in one pass.
-
-    ``title``/``content`` are folded code points with offsets, ``lines`` what ``ck.token_lines``
-    gives for ``content``. Equals ``join(token_text(title), strip_lines(content, templates))`` cut
-    to ``max_chars``; returns (buffer, starts, ends, truncated, CJK count, word count): document d
-    is ``buffer[starts[d]:ends[d]]``. The buffer is ``into`` from index ``at`` when given (so a
-    batch's chunks can share one buffer, see ``region_size``), else a new one.
-    """
-    doc, line_hash, line_starts, line_ends = lines
-    boiler = np.isin(line_hash, templates) if len(templates) else np.zeros(len(line_hash), bool)
-    n = len(title[1]) - 1
-    span_off = np.searchsorted(doc[boiler], np.arange(n + 1)).astype(np.int64)
-    buf, starts = _regions(title, content, into, at)
-    lengths, truncated, cjk, word = ck.near_view_into(
-        *title, *content, span_off, line_starts[boiler], line_ends[boiler],
-        ck.TOKEN_SEPARATORS, ck.CLASSES, min_residual, max_chars, buf, starts,
-    )  # fmt: skip
-    return buf, starts, starts + lengths, truncated, cjk, word
 
 
 @dataclass
@@ -129,7 +103,7 @@ def strip_template_lines(
     view: TokenView, templates: np.ndarray, min_residual: int = BOILERPLATE_MIN_RESIDUAL, max_chars: int = 100_000
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Pass 2, in place: the documents of ``view`` without their template lines, cut to
-    ``max_chars``; ``near_view`` gives the same text. Returns (lengths, truncated, CJK count, word
+    ``max_chars``: title token text + " " + ``text.strip_lines`` of the content, cut. Returns (lengths, truncated, CJK count, word
     count); document d is then ``view.buffer[view.starts[d]:view.starts[d] + lengths[d]]``."""
     boiler = np.isin(view.line_hash, templates) if len(templates) else np.zeros(len(view.line_hash), bool)
     span_off = np.searchsorted(view.line_doc[boiler], np.arange(len(view.starts) + 1)).astype(np.int64)

@@ -20,7 +20,6 @@ from dedup_tasks.normalize.text import (
 )
 from dedup_tasks.normalize.views import (
     hash_view,
-    near_view,
     pack,
     region_size,
     strip_template_lines,
@@ -73,20 +72,29 @@ def test_hash_view_hashes_like_title_separator_content():
     assert np.array_equal(content_hashes(*view), content_hashes(np.concatenate(joined), offsets[:-1], np.diff(offsets)))
 
 
-def _reference_near_view(titles, contents, sites, max_chars):
+def _reference_near_view(titles, contents, templates, max_chars, min_residual=40):
+    """title token text + " " + content token text without template lines, cut: the composition of
+    the readable reference functions."""
     title_tok = collapse_codepoints(*codepoints(nfkc_lower(titles)), punctuation=True)
-    cp, off = codepoints(nfkc_lower(contents))
-    doc, line_hash, _, _ = ck.token_lines(cp, off, ck.CLASSES)
-    templates = template_lines(doc, line_hash, site_codes_of(sites)[doc])
-    content_tok = strip_lines(cp, off, templates)
+    content_tok = strip_lines(*codepoints(nfkc_lower(contents)), templates, min_residual)
     rows = []
     for d in range(len(title_tok[1]) - 1):
         title = title_tok[0][title_tok[1][d] : title_tok[1][d + 1]]
         content = content_tok[0][content_tok[1][d] : content_tok[1][d + 1]]
         space = [32] if len(title) and len(content) else []
-        rows.append(np.concatenate([title, np.array(space, np.uint32), content]).astype(np.uint32)[:max_chars])
+        rows.append(np.concatenate([title, np.array(space, np.uint32), content]).astype(np.uint32))
+    full = np.array([len(r) for r in rows])
+    rows = [r[:max_chars] for r in rows]
     offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
-    return (np.concatenate(rows), offsets), templates
+    return (np.concatenate(rows), offsets), full > max_chars
+
+
+def _near_view(titles, contents, templates, max_chars, min_residual=40):
+    """Both passes of prepare's near-duplicate view, packed: (rows, truncated, CJK, words, view)."""
+    title, content = fold_codepoints(titles), fold_codepoints(contents)
+    view = token_view(title, content, np.empty(region_size(title, content) + 1, np.uint32))
+    lengths, truncated, cjk, words = strip_template_lines(view, templates, min_residual, max_chars)
+    return pack(view.buffer, view.starts, lengths), truncated, cjk, words, view
 
 
 def test_near_view_equals_strip_join_truncate():
@@ -103,21 +111,19 @@ def test_near_view_equals_strip_join_truncate():
         contents.append(body)
         sites.append(site)
     titles, contents, sites = pa.array(titles), pa.array(contents), np.array(sites, object)
-    (expected, templates) = _reference_near_view(titles, contents, sites, 60)
-    content = fold_codepoints(contents)
-    lines = ck.token_lines(*content, ck.CLASSES)
-    buf, starts, ends, truncated, cjk, word = near_view(fold_codepoints(titles), content, lines, templates, max_chars=60)
-    cp, off = pack(buf, starts, ends - starts)
+    doc, line_hash, _, _ = ck.token_lines(*codepoints(nfkc_lower(contents)), ck.CLASSES)
+    templates = template_lines(doc, line_hash, site_codes_of(sites)[doc])
+    expected, expected_truncated = _reference_near_view(titles, contents, templates, 60)
+    (cp, off), truncated, cjk, word, _ = _near_view(titles, contents, templates, 60)
     assert len(templates) > 0 and truncated.any()
     _same((cp, off), expected)
-    assert truncated.tolist() == (np.diff(_reference_near_view(titles, contents, sites, 10**9)[0][1]) > 60).tolist()
+    assert truncated.tolist() == expected_truncated.tolist()
     assert np.array_equal(np.stack([cjk, word]), np.stack(ck.cjk_counts(cp, off, ck.SPACE_SEPARATORS)))
     assert detect_lang(cp, off).tolist().count("zh") > 0
 
 
-
 @pytest.mark.parametrize(("min_residual", "max_chars", "with_templates"), [(40, 10**5, True), (5, 30, True), (0, 10**5, True), (40, 10**5, False)])
-def test_token_view_then_strip_equals_near_view(min_residual, max_chars, with_templates):
+def test_token_view_then_strip_equals_the_reference(min_residual, max_chars, with_templates):
     # Pass 1 writes the view before the templates are known; pass 2 strips them in place.
     rng = random.Random(3)
     header, footer = "Home | World | Sports", "© 2026 Example. All rights reserved."
@@ -131,34 +137,35 @@ def test_token_view_then_strip_equals_near_view(min_residual, max_chars, with_te
             body = f"{footer}\n\n{body}"
         titles.append("" if i % 4 == 0 else f"Title {i % 5}: {rng.choice(words)}")
         contents.append(body)
-    title, content = fold_codepoints(pa.array(titles)), fold_codepoints(pa.array(contents))
-    lines = ck.token_lines(*content, ck.CLASSES)
+    titles, contents = pa.array(titles), pa.array(contents)
+    lines = ck.token_lines(*fold_codepoints(contents), ck.CLASSES)
     templates = np.unique(lines[1])[::3] if with_templates else np.empty(0, np.uint64)
-    buf, starts, ends, truncated, cjk, word = near_view(title, content, lines, templates, min_residual, max_chars)
-    view = token_view(title, content, np.empty(region_size(title, content) + 1, np.uint32))
+    expected, expected_truncated = _reference_near_view(titles, contents, templates, max_chars, min_residual)
+    rows, truncated, cjk, word, view = _near_view(titles, contents, templates, max_chars, min_residual)
     assert np.array_equal(view.line_doc, lines[0]) and np.array_equal(view.line_hash, lines[1])
-    lengths, truncated2, cjk2, word2 = strip_template_lines(view, templates, min_residual, max_chars)
-    _same(pack(view.buffer, view.starts, lengths), pack(buf, starts, ends - starts))
-    assert np.array_equal(truncated, truncated2) and truncated.any() == (max_chars < 100)
-    assert np.array_equal(cjk, cjk2) and np.array_equal(word, word2)
+    _same(rows, expected)
+    assert np.array_equal(truncated, expected_truncated) and truncated.any() == (max_chars < 100)
+    assert np.array_equal(np.stack([cjk, word]), np.stack(ck.cjk_counts(*rows, ck.SPACE_SEPARATORS)))
 
-def test_near_view_chunks_share_one_buffer():
+
+def test_token_view_chunks_share_one_buffer():
     titles = pa.array(["One", "", "三 two", "Four"])
     contents = pa.array(["alpha beta\ngamma", "中文新闻", "", "delta, epsilon!"])
-    whole = near_view(fold_codepoints(titles), fold_codepoints(contents), ck.token_lines(*fold_codepoints(contents), ck.CLASSES), np.empty(0, np.uint64))
+    whole, *_ = _near_view(titles, contents, np.empty(0, np.uint64), 10**5)
     halves = [(titles.slice(0, 2), contents.slice(0, 2)), (titles.slice(2), contents.slice(2))]
     folded = [(fold_codepoints(t), fold_codepoints(c)) for t, c in halves]
     shared = np.full(sum(region_size(t, c) for t, c in folded) + 1, 0xFFFF, np.uint32)
     spans, at = [], 0
     for t, c in folded:
-        buf, starts, ends, *_ = near_view(t, c, ck.token_lines(*c, ck.CLASSES), np.empty(0, np.uint64), into=shared, at=at)
-        assert buf is shared
-        spans.append((starts, ends))
+        view = token_view(t, c, shared, at)
+        assert view.buffer is shared
+        spans.append((view.starts, view.lengths))
         at += region_size(t, c)
-    starts, ends = (np.concatenate(x) for x in zip(*spans, strict=True))
-    _same(pack(shared, starts, ends - starts), pack(whole[0], whole[1], whole[2] - whole[1]))
+    starts, lengths = (np.concatenate(x) for x in zip(*spans, strict=True))
+    _same(pack(shared, starts, lengths), whole)
     with pytest.raises(ValueError, match="smaller"):
-        near_view(*folded[1], ck.token_lines(*folded[1][1], ck.CLASSES), np.empty(0, np.uint64), into=shared, at=len(shared) - 2)
+        token_view(*folded[1], shared, len(shared) - 2)
+
 
 
 def test_fold_with_a_scratch_buffer_equals_without():
