@@ -149,23 +149,7 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
         near_parts = [strings_from_spans(*near_text.spans(np.arange(n)))]
         lang = lang_from_counts(cjk, word, given)
     else:
-        # Chunk by chunk: fold again, pass 1 of the view into one reused buffer, strip, encode.
-        near_parts, lang_parts, length_parts, long_parts = [], [], [], []
-        buf = None
-        for start, end in chunks:
-            rows = batch.slice(start, end - start)
-            title, content = fold_codepoints(rows.column("title")), fold_codepoints(rows.column("content"))
-            if buf is None or len(buf) < region_size(title, content) + 1:
-                buf = np.empty(region_size(title, content) * 5 // 4 + 1, np.uint32)
-            part = token_view(title, content, buf)
-            chunk_lengths, truncated, cjk, word = strip_template_lines(part, templates, max_chars=MAX_NEAR_CHARS)
-            near_parts.append(strings_from_spans(buf, part.starts, part.starts + chunk_lengths))
-            length_parts.append(chunk_lengths)
-            long_parts.append(truncated)
-            lang_parts.append(lang_from_counts(cjk, word, given.slice(start, end - start) if given is not None else None))
-        lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
-        too_long = np.concatenate(long_parts) if long_parts else np.zeros(0, bool)
-        lang = np.concatenate(lang_parts) if lang_parts else np.empty(0, object)
+        near_parts, lengths, too_long, lang = _pass_two_by_chunk(batch, chunks, templates, given)
     batch = set_column(batch, "_empty", pa.array(lengths == 0))
     batch = set_column(batch, "_near_text", pa.chunked_array(near_parts, pa.string()) if near_parts else pa.array([], pa.string()))
     batch = set_column(batch, "_lang", pa.array(lang, pa.string()))
@@ -178,6 +162,26 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
 # memory the previous one freed instead of faulting in fresh pages (a first-touch page fault cost
 # more than some passes over the text on the benchmark VM).
 PREPARE_CHUNK_DOCS = 5_000
+
+
+class _Scratch:
+    """A code point buffer reused by chunk after chunk, grown (with room to spare) when a chunk needs
+    more: fresh pages cost more than a pass over the text on this kind of VM."""
+
+    def __init__(self) -> None:
+        self.array = np.empty(0, np.uint32)
+
+    def at_least(self, size: int) -> np.ndarray:
+        if len(self.array) < size:
+            self.array = np.empty(size + size // 4, np.uint32)
+        return self.array
+
+
+def _fold(rows: pa.Table, scratch: _Scratch) -> tuple[tuple, tuple]:
+    """Folded title and content code points of ``rows``."""
+    title, content = rows.column("title"), rows.column("content")
+    buf = scratch.at_least(max(fold_scratch_size(title), fold_scratch_size(content)))
+    return fold_codepoints(title, buf), fold_codepoints(content, buf)
 
 
 def _pass_one(
@@ -199,21 +203,11 @@ def _pass_one(
     at = 0
     parts: list[TokenView] = []
     line_docs, line_hashes = [], []
-    view_buf = fold_buf = None
+    fold_scratch, view_scratch = _Scratch(), _Scratch()
     for start, end in chunks:
-        rows = batch.slice(start, end - start)
-        # One folding scratch for every chunk and both columns, grown when a chunk needs more.
-        fold_need = max(fold_scratch_size(rows.column("title")), fold_scratch_size(rows.column("content")))
-        if fold_buf is None or len(fold_buf) < fold_need:
-            fold_buf = np.empty(fold_need + fold_need // 4, np.uint32)
-        title = fold_codepoints(rows.column("title"), fold_buf)
-        content = fold_codepoints(rows.column("content"), fold_buf)
-        # One exact-view buffer for all chunks (with room to spare, grown if a chunk needs more):
-        # fresh pages cost more than the hashing on this kind of VM.
+        title, content = _fold(batch.slice(start, end - start), fold_scratch)
         need = region_size(title, content) + 1
-        if view_buf is None or len(view_buf) < need:
-            view_buf = np.empty(need + need // 4, np.uint32)
-        hashes[start:end] = content_hashes(*hash_view(title, content, into=view_buf))
+        hashes[start:end] = content_hashes(*hash_view(title, content, into=view_scratch.at_least(need)))
         if near_buf is None:
             doc, line_hash, _, _ = ck.token_lines(*content, ck.CLASSES)
         else:
@@ -230,6 +224,28 @@ def _pass_one(
     line_doc = np.concatenate(line_docs) if line_docs else np.empty(0, np.int64)
     line_hash = np.concatenate(line_hashes) if line_hashes else np.empty(0, np.uint64)
     return hashes, line_doc, line_hash, _joined(parts, near_buf, line_doc) if near_buf is not None else None
+
+
+def _pass_two_by_chunk(
+    batch: pa.Table, chunks: list[tuple[int, int]], templates: np.ndarray, given: pa.ChunkedArray | None
+) -> tuple[list[pa.Array], np.ndarray, np.ndarray, np.ndarray]:
+    """Pass 2 of a batch too large to keep its text: per chunk, fold again, write the view into one
+    reused buffer, strip its template lines, encode it. Returns the ``_near_text`` chunks, the
+    view's lengths, which were truncated, and the languages."""
+    near_parts, length_parts, long_parts, lang_parts = [], [], [], []
+    fold_scratch, view_scratch = _Scratch(), _Scratch()
+    for start, end in chunks:
+        title, content = _fold(batch.slice(start, end - start), fold_scratch)
+        buf = view_scratch.at_least(region_size(title, content) + 1)
+        part = token_view(title, content, buf)
+        lengths, truncated, cjk, word = strip_template_lines(part, templates, max_chars=MAX_NEAR_CHARS)
+        near_parts.append(strings_from_spans(buf, part.starts, part.starts + lengths))
+        length_parts.append(lengths)
+        long_parts.append(truncated)
+        lang_parts.append(lang_from_counts(cjk, word, given.slice(start, end - start) if given is not None else None))
+    if not chunks:
+        return [], np.zeros(0, np.int64), np.zeros(0, bool), np.empty(0, object)
+    return near_parts, np.concatenate(length_parts), np.concatenate(long_parts), np.concatenate(lang_parts)
 
 
 def _joined(parts: list[TokenView], buffer: np.ndarray, line_doc: np.ndarray) -> TokenView:
