@@ -138,8 +138,14 @@ SCRATCH_BLOCKS = 64
 
 
 @njit(inline="always", cache=True)
-def _block(n_docs, n_blocks, b):
-    return b * n_docs // n_blocks, (b + 1) * n_docs // n_blocks
+def _block_scratch(doc_starts, doc_ends, n_blocks, b):
+    """Block ``b``'s documents [lo, hi) and scratch sized for its longest: prefix hashes, word
+    starts, word ends."""
+    n_docs = len(doc_starts)
+    lo = b * n_docs // n_blocks
+    hi = (b + 1) * n_docs // n_blocks
+    size = _longest(doc_starts, doc_ends, lo, hi) + 1
+    return lo, hi, np.empty(size, np.uint64), np.empty(size, np.int64), np.empty(size, np.int64)
 
 
 @njit(cache=True)
@@ -185,11 +191,7 @@ def _shingle_hashes_into(cp, doc_starts, doc_ends, modes, n_words, n_chars, out_
     powers = _powers(_longest(doc_starts, doc_ends, 0, n_docs) + 2)
     n_blocks = min(n_docs, SCRATCH_BLOCKS)
     for b in prange(n_blocks):
-        lo, hi = _block(n_docs, n_blocks, b)
-        size = _longest(doc_starts, doc_ends, lo, hi) + 1
-        prefix = np.empty(size, np.uint64)
-        starts = np.empty(size, np.int64)
-        ends = np.empty(size, np.int64)
+        lo, hi, prefix, starts, ends = _block_scratch(doc_starts, doc_ends, n_blocks, b)
         for d in range(lo, hi):
             start = doc_starts[d]
             end = doc_ends[d]
@@ -261,11 +263,7 @@ def weighted_simhash(cp, doc_starts, doc_ends, modes, char_ngram, word_ngram):
     powers = _powers(_longest(doc_starts, doc_ends, 0, n_docs) + 2)
     n_blocks = min(n_docs, SCRATCH_BLOCKS)
     for blk in prange(n_blocks):
-        lo, hi = _block(n_docs, n_blocks, blk)
-        size = _longest(doc_starts, doc_ends, lo, hi) + 1
-        prefix = np.empty(size, np.uint64)
-        starts = np.empty(size, np.int64)
-        ends = np.empty(size, np.int64)
+        lo, hi, prefix, starts, ends = _block_scratch(doc_starts, doc_ends, n_blocks, blk)
         votes = np.zeros(64, np.int64)
         for d in range(lo, hi):
             start = doc_starts[d]
