@@ -155,22 +155,10 @@ THROUGHPUT_REPEATS = 3
 
 
 def peak_rss_mib() -> float:
-    """This process image's peak resident set (VmHWM).
+    """This process image's peak resident set (VmHWM, see ``procstat.status_mib``)."""
+    from bench.procstat import status_mib
 
-    Not ``getrusage``'s ``ru_maxrss``: Linux carries that over ``execve`` from the process that
-    forked, so a child started by ``bench all`` (holding the peers' memory) reported ~1.4 GiB for an
-    hour that peaks at ~0.55 GiB.
-    """
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return status_mib("VmHWM")
 
 
 def throughput_child(docs: int, seed: int, repeats: int = THROUGHPUT_REPEATS) -> dict:

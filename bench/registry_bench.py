@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import sys
 import time
 from datetime import UTC, datetime
@@ -339,14 +338,9 @@ def measure_bloom_at_design_fill(capacity: int, fp_rate: float, seed: int, log: 
 
 
 def _rss_mb() -> float:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    from bench.procstat import status_mib
+
+    return status_mib("VmRSS")
 
 
 def main(argv: list[str] | None = None) -> int:
