@@ -146,7 +146,7 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
         # In place, in the batch-wide buffer pass 1 wrote, which the layers then read in place.
         lengths, too_long, cjk, word = strip_template_lines(view, templates, max_chars=MAX_NEAR_CHARS)
         near_text = NearText(view.buffer, view.starts, view.starts + lengths)
-        near_parts = [strings_from_spans(*near_text.spans(np.arange(n)))]
+        near_parts = [strings_from_spans(near_text.codepoints, near_text.starts, near_text.ends)]
         lang = lang_from_counts(cjk, word, given)
     else:
         near_parts, lengths, too_long, lang = _pass_two_by_chunk(batch, chunks, templates, given)

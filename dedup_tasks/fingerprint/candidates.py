@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from dedup_tasks.fingerprint.kernels import fmix64
+from dedup_tasks.fingerprint.kernels import hash_slot, hash_table_size
 
 _NO_SETS = np.empty(0, np.uint32)
 _NO_OFFSETS = np.empty(0, np.int64)
@@ -78,30 +78,6 @@ def _exact_jaccard(hashes, offsets, sorted32, ready, a, b):
 
 
 @njit(cache=True)
-def _table_size(entries):
-    # A power of two at most two-thirds full (linear probes stay short); at 200,000 documents x 21
-    # bands the table is 8M slots of 12 bytes.
-    size = 16
-    while 2 * size < 3 * entries:
-        size *= 2
-    return size
-
-
-@njit(inline="always", cache=True)
-def _slot(table_keys, table_docs, key):
-    """The slot holding ``key``, or the empty slot where it would go (``table_docs`` -1 = empty).
-
-    A numba typed Dict costs several times more per operation, and the stream does one lookup and
-    one insert per (document, band).
-    """
-    mask = np.uint64(len(table_keys) - 1)
-    i = fmix64(key) & mask
-    while table_docs[i] >= 0 and table_keys[i] != key:
-        i = (i + np.uint64(1)) & mask
-    return i
-
-
-@njit(cache=True)
 def _stream(
     keys, active, values, is_simhash, max_distance, min_jaccard, suspect_bound, hashes, hash_off, exact_floor, exact_ceiling
 ):
@@ -112,7 +88,9 @@ def _stream(
     score = np.full(n, np.nan)
     suspect = np.full(n, -1, np.int64)
     suspect_score = np.full(n, np.nan)
-    table_keys = np.zeros(_table_size(int(active.sum()) * n_bands), np.uint64)
+    # Key -> newest kept document with it. A numba typed Dict costs several times more per
+    # operation, and the stream does one lookup and one insert per (document, band).
+    table_keys = np.zeros(hash_table_size(int(active.sum()) * n_bands), np.uint64)
     table_docs = np.full(len(table_keys), -1, np.int32)
     chain = np.full((n, n_bands), -1, np.int32)
     seen_by = np.full(n, -1, np.int64)
@@ -124,7 +102,7 @@ def _stream(
         near = -1
         near_score = 0.0
         for b in range(n_bands):
-            c = table_docs[_slot(table_keys, table_docs, keys[d, b])]
+            c = table_docs[hash_slot(table_keys, table_docs, keys[d, b])]
             while c >= 0:
                 if seen_by[c] != d:
                     seen_by[c] = d
@@ -168,7 +146,7 @@ def _stream(
             suspect[d] = near
             suspect_score[d] = near_score
         for b in range(n_bands):
-            i = _slot(table_keys, table_docs, keys[d, b])
+            i = hash_slot(table_keys, table_docs, keys[d, b])
             chain[d, b] = table_docs[i]
             table_keys[i] = keys[d, b]
             table_docs[i] = d

@@ -44,7 +44,8 @@ def minhash_rows(
     sizes = np.concatenate(set_counts) if set_counts else np.zeros(0, np.int64)
     set_offsets = np.zeros(batch.num_rows + 1, np.int64)
     np.cumsum(sizes, out=set_offsets[1:])
-    all_sets = set_parts[0] if len(set_parts) == 1 else np.concatenate(set_parts) if set_parts else np.empty(0, np.uint32)
+    # One chunk (up to CHUNK_DOCS rows) is used as it is: concatenate would copy it.
+    all_sets = set_parts[0] if len(set_parts) == 1 else np.concatenate([np.empty(0, np.uint32), *set_parts])
     return sig, counts, (all_sets, set_offsets)
 
 

@@ -12,7 +12,7 @@ import unicodedata
 import numpy as np
 from numba import njit, prange
 
-from dedup_tasks.fingerprint.kernels import POLY, _finish, fmix64
+from dedup_tasks.fingerprint.kernels import POLY, _finish, hash_slot, hash_table_size
 
 # 0 = word character, 1 = whitespace, 2 = punctuation or symbol, 3 = line break
 WORD, SPACE, PUNCT, NEWLINE = 0, 1, 2, 3
@@ -88,6 +88,22 @@ def _compact(buf, offsets, lengths):
 
 
 @njit(parallel=True, nogil=True, cache=True)
+def line_slots(cp, offsets, table):
+    """Offsets of one slot per line (line breaks + 1) of each document (``token_lines``, ``token_view_into``)."""
+    n = len(offsets) - 1
+    counts = np.zeros(n, np.int64)
+    for d in prange(n):
+        lines = 1
+        for i in range(offsets[d], offsets[d + 1]):
+            lines += _cls(table, cp[i]) == 3
+        counts[d] = lines
+    line_off = np.zeros(n + 1, np.int64)
+    for d in range(n):
+        line_off[d + 1] = line_off[d] + counts[d]
+    return line_off
+
+
+@njit(parallel=True, nogil=True, cache=True)
 def token_lines(cp, offsets, table):
     """Per non-empty input line: (document, hash of its token text, start, end) in ``cp``.
 
@@ -95,16 +111,7 @@ def token_lines(cp, offsets, table):
     gives those code points, computed on the fly in one pass.
     """
     n = len(offsets) - 1
-    counts = np.zeros(n, np.int64)
-    for d in prange(n):
-        lines = 1
-        for i in range(offsets[d], offsets[d + 1]):
-            if _cls(table, cp[i]) == 3:
-                lines += 1
-        counts[d] = lines
-    line_off = np.zeros(n + 1, np.int64)
-    for d in range(n):
-        line_off[d + 1] = line_off[d] + counts[d]
+    line_off = line_slots(cp, offsets, table)
     total = line_off[n]
     doc = np.empty(total, np.int64)
     hashes = np.empty(total, np.uint64)
@@ -152,19 +159,14 @@ def frequent_line_keys(keys, docs, min_docs):
     document order a key's document is new exactly when it differs from the last one seen.
     """
     n = len(keys)
-    size = 16
-    while size < 2 * n:
-        size *= 2
-    mask = np.uint64(size - 1)
+    size = hash_table_size(n)
     table_keys = np.zeros(size, np.uint64)
     last_doc = np.full(size, -1, np.int64)
     count = np.zeros(size, np.int64)
     slots = np.empty(n, np.int64)
     for i in range(n):
         key = keys[i]
-        s = fmix64(key) & mask
-        while last_doc[s] >= 0 and table_keys[s] != key:
-            s = (s + np.uint64(1)) & mask
+        s = hash_slot(table_keys, last_doc, key)
         table_keys[s] = key
         if last_doc[s] != docs[i]:
             last_doc[s] = docs[i]
@@ -203,31 +205,43 @@ def remove_spans(cp, offsets, starts, ends, doc):
     return out[:pos], new_offsets
 
 
+@njit(inline="always", cache=True)
+def _is_cjk(c):
+    # Branch-free, like the loops that count with it: CJK ideographs, kana, hangul.
+    return (
+        np.int64(0x4E00 <= c <= 0x9FFF)
+        | np.int64(0x3400 <= c <= 0x4DBF)
+        | np.int64(0x20000 <= c <= 0x2FFFF)
+        | np.int64(0x3040 <= c <= 0x30FF)
+        | np.int64(0xAC00 <= c <= 0xD7AF)
+        | np.int64(0xF900 <= c <= 0xFAFF)
+    )
+
+
+@njit(inline="always", cache=True)
+def _counts(buf, start, end, table):
+    """(CJK count, word-character count) of ``buf[start:end]``; ``table`` is nonzero for a non-word
+    character (``CLASSES``, or a separator table); code points past its end are word characters."""
+    size = table.shape[0]
+    n_cjk = 0
+    n_words = 0
+    for i in range(start, end):
+        ci = np.int64(buf[i])
+        word = np.int64(ci >= size or table[ci] == 0)
+        n_words += word
+        n_cjk += word & _is_cjk(ci)
+    return n_cjk, n_words
+
+
 @njit(parallel=True, nogil=True, cache=True)
 def cjk_counts(cp, offsets, table):
-    """(CJK ideograph/kana/hangul count, word-character count) per document."""
+    """(CJK ideograph/kana/hangul count, word-character count) per document (``table`` as in ``_counts``)."""
     n = len(offsets) - 1
     cjk = np.zeros(n, np.int64)
     word = np.zeros(n, np.int64)
     for d in prange(n):
-        for i in range(offsets[d], offsets[d + 1]):
-            c = np.int64(cp[i])
-            if _cls(table, c) == 0:
-                word[d] += 1
-                cjk[d] += _is_cjk(c)
+        cjk[d], word[d] = _counts(cp, offsets[d], offsets[d + 1], table)
     return cjk, word
-
-
-@njit(inline="always", cache=True)
-def _is_cjk(c):
-    return (
-        (0x4E00 <= c <= 0x9FFF)
-        or (0x3400 <= c <= 0x4DBF)
-        or (0x20000 <= c <= 0x2FFFF)
-        or (0x3040 <= c <= 0x30FF)
-        or (0xAC00 <= c <= 0xD7AF)
-        or (0xF900 <= c <= 0xFAFF)
-    )
 
 
 @njit(nogil=True, cache=True)
@@ -429,22 +443,6 @@ def hash_view_into(title_cp, title_off, content_cp, content_off, separators, buf
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def line_slots(cp, offsets, table):
-    """Offsets of one slot per line (line breaks + 1) of each document, for ``token_view_into``."""
-    n = len(offsets) - 1
-    counts = np.zeros(n, np.int64)
-    for d in prange(n):
-        lines = 1
-        for i in range(offsets[d], offsets[d + 1]):
-            lines += _cls(table, cp[i]) == 3
-        counts[d] = lines
-    line_off = np.zeros(n + 1, np.int64)
-    for d in range(n):
-        line_off[d + 1] = line_off[d] + counts[d]
-    return line_off
-
-
-@njit(parallel=True, nogil=True, cache=True)
 def token_view_into(title_cp, title_off, content_cp, content_off, separators, table, buf, starts, line_off):
     """Pass 1 of the near-duplicate view, before the batch's template lines are known.
 
@@ -502,38 +500,11 @@ def token_view_into(title_cp, title_off, content_cp, content_off, separators, ta
             p += word
             pending = sep & np.int64(p > first)
             n_words += word
-            n_cjk += word & _is_cjk_flag(ci)
+            n_cjk += word & _is_cjk(ci)
         lengths[d] = p - first
         cjk[d] = n_cjk
         words[d] = n_words
     return lengths, title_ends, cjk, words, valid, hashes, line_starts, line_ends
-
-
-@njit(inline="always", cache=True)
-def _is_cjk_flag(c):
-    # ``_is_cjk`` without branches, for the branch-free emit loop.
-    return (
-        np.int64(0x4E00 <= c <= 0x9FFF)
-        | np.int64(0x3400 <= c <= 0x4DBF)
-        | np.int64(0x20000 <= c <= 0x2FFFF)
-        | np.int64(0x3040 <= c <= 0x30FF)
-        | np.int64(0xAC00 <= c <= 0xD7AF)
-        | np.int64(0xF900 <= c <= 0xFAFF)
-    )
-
-
-@njit(inline="always", cache=True)
-def _counts(buf, start, end, separators):
-    """(CJK count, word-character count) of token text ``buf[start:end]``."""
-    size = separators.shape[0]
-    n_cjk = 0
-    n_words = 0
-    for i in range(start, end):
-        ci = np.int64(buf[i])
-        word = 1 - (np.int64(separators[ci]) if ci < size else np.int64(0))
-        n_words += word
-        n_cjk += word & _is_cjk_flag(ci)
-    return n_cjk, n_words
 
 
 @njit(inline="always", cache=True)

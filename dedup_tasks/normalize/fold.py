@@ -157,16 +157,14 @@ def fold_codepoints(values: pa.Array | pa.ChunkedArray, scratch: np.ndarray | No
 
 
 def fold_scratch_size(values: pa.Array | pa.ChunkedArray) -> int:
-    """Elements of the ``scratch`` that ``fold_codepoints(values)`` needs: the UTF-8 size + 1."""
-    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
-    size = 1
-    for chunk in chunks:
-        if not (pa.types.is_string(chunk.type) or pa.types.is_large_string(chunk.type)):
-            from dedup_tasks.normalize.text import as_string_array
+    """Elements of the ``scratch`` that ``fold_codepoints(values)`` needs: the UTF-8 size + 1.
 
-            return fold_scratch_size(as_string_array(values))
-        if len(chunk):
-            offsets = np.frombuffer(chunk.buffers()[1], np.int64 if pa.types.is_large_string(chunk.type) else np.int32)
-            # Filling nulls with "" never grows the text, so the raw range bounds what is folded.
-            size += int(offsets[chunk.offset + len(chunk)] - offsets[chunk.offset])
-    return size
+    Filling nulls with "" never grows the text, so the raw size of the string chunks bounds it.
+    """
+    from dedup_tasks.fingerprint.hashing import utf8_buffers
+    from dedup_tasks.normalize.text import as_string_array
+
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    if not all(pa.types.is_string(c.type) or pa.types.is_large_string(c.type) for c in chunks):
+        chunks = [as_string_array(values)]
+    return 1 + sum(int(offsets[-1] - offsets[0]) for offsets in (utf8_buffers(c)[1] for c in chunks))

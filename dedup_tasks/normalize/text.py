@@ -29,8 +29,12 @@ BOILERPLATE_MIN_RESIDUAL = 40
 def as_string_array(values: pa.Array | pa.ChunkedArray) -> pa.StringArray:
     """One contiguous string array with nulls as empty strings."""
     if isinstance(values, pa.ChunkedArray):
-        # One chunk (a sorted batch's slice) is used as it is: combine_chunks would copy the text.
-        values = values.chunk(0) if values.num_chunks == 1 else values.combine_chunks() if values.num_chunks else pa.array([], pa.string())
+        if values.num_chunks == 0:
+            values = pa.array([], pa.string())
+        elif values.num_chunks == 1:
+            values = values.chunk(0)  # a sorted batch's slice: combine_chunks would copy the text
+        else:
+            values = values.combine_chunks()
     if not pa.types.is_string(values.type):
         values = values.cast(pa.string())
     return pc.fill_null(values, "") if values.null_count else values

@@ -102,9 +102,9 @@ def token_view(title: Rows, content: Rows, into: np.ndarray, at: int = 0) -> Tok
 def strip_template_lines(
     view: TokenView, templates: np.ndarray, min_residual: int = BOILERPLATE_MIN_RESIDUAL, max_chars: int = 100_000
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Pass 2, in place: the documents of ``view`` without their template lines, cut to
-    ``max_chars``: title token text + " " + ``text.strip_lines`` of the content, cut. Returns (lengths, truncated, CJK count, word
-    count); document d is then ``view.buffer[view.starts[d]:view.starts[d] + lengths[d]]``."""
+    """Pass 2, in place: title token text + " " + ``text.strip_lines`` of the content, cut to
+    ``max_chars``. Returns (lengths, truncated, CJK count, word count); document d is then
+    ``view.buffer[view.starts[d]:view.starts[d] + lengths[d]]``."""
     boiler = np.isin(view.line_hash, templates) if len(templates) else np.zeros(len(view.line_hash), bool)
     span_off = np.searchsorted(view.line_doc[boiler], np.arange(len(view.starts) + 1)).astype(np.int64)
     cjk, words = view.cjk.copy(), view.words.copy()
