@@ -9,12 +9,14 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from dedup_tasks.audit.sampling import DISTANCE_LAYERS, band_order
 
 LAYER_COLORS = {"url": "#4e79a7", "exact": "#f28e2b", "simhash": "#e15759", "minhash": "#76b7b2", "semantic": "#59a14f"}
 MAX_DIFF_CHARS = 4000
+LABEL_CHAR_PX = 6.0  # a generous width of one 10px sans-serif character, for label placement
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"\s+|\w+|[^\w\s]", re.UNICODE)
 _SENTENCE = re.compile(r"[^.!?。！？\n]*(?:[.!?。！？]+|\n+|$)\s*")
@@ -32,21 +34,62 @@ del{background:#ffd7d5;text-decoration:none}ins{background:#ccffd8;text-decorati
 .label{font-weight:bold}.dup{color:#1a7f37}.notdup{color:#cf222e}.none{color:#888}
 form.lab{display:inline}button{margin-left:6px;cursor:pointer}.legend span{display:inline-block;margin-right:12px}
 .sw{display:inline-block;width:10px;height:10px;margin-right:4px}
+details.stratum{margin:6px 0}details.stratum>summary{cursor:pointer;font-weight:bold;padding:4px 0}
 """
 
 
+class Safe(str):
+    """Markup the renderer built itself (its SVG charts, label buttons): written into a page as it is.
+
+    Everything else that reaches a page is escaped, whatever it looks like: a cell's value comes from
+    the crawl (lang, URL host, doc_id) and may hold markup. Only code in this module makes a Safe.
+    """
+
+    __slots__ = ()
+
+
+def safe_column(values: Iterable[Safe], index: pd.Index) -> pd.Series:
+    """A column of renderer-built markup. Object dtype: pandas 3 would turn a list of str into its
+    string dtype and lose the Safe type, and the cells would (safely, but uselessly) be escaped."""
+    return pd.Series(list(values), index=index, dtype=object)
+
+
 def esc(value: Any) -> str:
+    if isinstance(value, Safe):
+        return value
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return ""
     return html.escape(str(value))
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
+    if isinstance(value, Safe):
+        return value
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return "–"
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return esc(value)
+
+
+# Columns that hold fractions even when every value happens to be whole (a precision of 1.0).
+FRACTION_COLUMNS = frozenset({"precision", "low", "high", "rate", "score", "suspect_score"})
+
+
+def _count_column(column: pd.Series) -> bool:
+    """A column of counts: integer typed, or float only because pandas filled a gap with NaN."""
+    if column.name in FRACTION_COLUMNS or pd.api.types.is_bool_dtype(column):
+        return False
+    if pd.api.types.is_integer_dtype(column):
+        return True
+    if not pd.api.types.is_float_dtype(column):
+        return False
+    values = column.dropna().to_numpy()
+    return len(values) > 0 and bool(np.all(values == np.round(values)))
+
+
+def _fmt_count(value: Any) -> str:
+    return "–" if value is None or pd.isna(value) else f"{int(value):d}"
 
 
 def tokens(text: str, lang: str | None) -> list[str]:
@@ -99,11 +142,11 @@ def _token_diff(a: str, b: str, lang: str | None, out_a: list[str], out_b: list[
 
 
 # ---------------------------------------------------------------------------------------- charts
-def svg_stacked_bars(rows: pd.DataFrame, key: str, layers: Iterable[str], title: str) -> str:
+def svg_stacked_bars(rows: pd.DataFrame, key: str, layers: Iterable[str], title: str) -> Safe:
     """Drop rate per `key` value, one bar each, stacked by layer."""
     layers = [layer for layer in layers if layer in rows]
     if rows.empty or not layers:
-        return '<p class="note">no decisions</p>'
+        return Safe('<p class="note">no decisions</p>')
     n = len(rows)
     width, height, pad_l, pad_b = max(360, 26 * n + 60), 220, 44, 60
     bar_w = (width - pad_l - 10) / n
@@ -123,15 +166,15 @@ def svg_stacked_bars(rows: pd.DataFrame, key: str, layers: Iterable[str], title:
             h = plot_h * frac / top
             y -= h
             parts.append(f'<rect x="{x + 2:.1f}" y="{y:.1f}" width="{max(bar_w - 4, 1):.1f}" height="{h:.1f}" '
-                         f'fill="{LAYER_COLORS.get(layer, "#999")}"><title>{esc(data[key])} {layer}: '
+                         f'fill="{LAYER_COLORS.get(layer, "#999")}"><title>{esc(data[key])} {esc(layer)}: '
                          f'{int(data[layer])}/{int(data["rows"])}</title></rect>')
         label = esc(str(data[key])[-13:])
         parts.append(f'<text x="{x + bar_w / 2:.1f}" y="{height - pad_b + 12}" font-size="9" '
                      f'transform="rotate(45 {x + bar_w / 2:.1f} {height - pad_b + 12})">{label}</text>')
     parts.append("</svg>")
-    legend = "".join(f'<span><i class="sw" style="background:{LAYER_COLORS.get(layer, "#999")}"></i>{layer}</span>'
+    legend = "".join(f'<span><i class="sw" style="background:{LAYER_COLORS.get(layer, "#999")}"></i>{esc(layer)}</span>'
                      for layer in layers)
-    return "".join(parts) + f'<div class="legend">{legend}</div>'
+    return Safe("".join(parts) + f'<div class="legend">{legend}</div>')
 
 
 def histogram(scores: pd.Series, layer: str) -> tuple[list[float], list[int]]:
@@ -148,7 +191,7 @@ def histogram(scores: pd.Series, layer: str) -> tuple[list[float], list[int]]:
     return edges, counts
 
 
-def svg_histogram(edges: list[float], counts: list[int], threshold: float | None, layer: str) -> str:
+def svg_histogram(edges: list[float], counts: list[int], threshold: float | None, layer: str) -> Safe:
     width, height, pad_l, pad_b = 420, 180, 40, 28
     plot_w, plot_h = width - pad_l - 10, height - pad_b - 10
     top = max(counts) if counts and max(counts) else 1
@@ -172,14 +215,19 @@ def svg_histogram(edges: list[float], counts: list[int], threshold: float | None
     if threshold is not None and not pd.isna(threshold):
         # A distance threshold drops "<= t", so the line sits after bin t; a similarity one at t itself.
         tx = sx(threshold + 0.5 if layer in DISTANCE_LAYERS else threshold)
+        # The label sits right of the line unless that would run past the chart's edge (semantic's
+        # 0.975 is next to it): then it is right-aligned to the line's left instead of clipped.
+        label = f"threshold {threshold:g}"
+        fits_right = tx + 3 + LABEL_CHAR_PX * len(label) <= width
+        anchor = f'x="{tx + 3:.1f}"' if fits_right else f'x="{tx - 3:.1f}" text-anchor="end"'
         parts.append(f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="6" y2="{10 + plot_h}" stroke="#000" '
-                     f'stroke-dasharray="4 3" stroke-width="1.5"/><text x="{tx + 3:.1f}" y="16" font-size="10">'
-                     f'threshold {threshold:g}</text>')
+                     f'stroke-dasharray="4 3" stroke-width="1.5"/><text {anchor} y="16" font-size="10">'
+                     f'{label}</text>')
     parts.append("</svg>")
-    return "".join(parts)
+    return Safe("".join(parts))
 
 
-def svg_rate_bar(row: dict, layers: Iterable[str], width: int = 160) -> str:
+def svg_rate_bar(row: dict, layers: Iterable[str], width: int = 160) -> Safe:
     """One row's drops as a stacked bar by layer, 0-100% of its rows."""
     parts, x = [], 0.0
     for layer in layers:
@@ -187,28 +235,35 @@ def svg_rate_bar(row: dict, layers: Iterable[str], width: int = 160) -> str:
         parts.append(f'<rect x="{x:.1f}" y="1" width="{frac * width:.1f}" height="10" '
                      f'fill="{LAYER_COLORS.get(layer, "#999")}"/>')
         x += frac * width
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="12"><rect x="0" y="1" '
+    return Safe(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="12"><rect x="0" y="1" '
             f'width="{width}" height="10" fill="#f0f0f0"/>{"".join(parts)}</svg>')
 
 
-def svg_interval(low: float, high: float, point: float) -> str:
+def svg_interval(low: float, high: float, point: float) -> Safe:
     """A 120-px bar from 0 to 1 with the Wilson interval and the estimate."""
     w = 120
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="12"><rect x="0" y="5" width="{w}" '
+    return Safe(f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="12"><rect x="0" y="5" width="{w}" '
             f'height="2" fill="#eee"/><rect x="{low * w:.1f}" y="2" width="{max((high - low) * w, 1):.1f}" '
             f'height="8" fill="#9ecae1"/><circle cx="{point * w:.1f}" cy="6" r="3" fill="#08519c"/></svg>')
 
 
 # ---------------------------------------------------------------------------------------- tables
 def table_html(frame: pd.DataFrame, left: Iterable[str] = (), digits: int = 3) -> str:
+    """An HTML table; every cell escaped unless the renderer built it (``Safe``); counts as integers."""
     left = set(left)
+    counts = {c for c in frame.columns if _count_column(frame[c])}
     head = "".join(f'<th class="{"l" if c in left else ""}">{esc(c)}</th>' for c in frame.columns)
     body = []
     for row in frame.itertuples(index=False):
         cells = []
         for c, v in zip(frame.columns, row, strict=True):
-            raw = isinstance(v, str) and v.startswith("<svg")
-            text = v if raw else (f"{v:.1%}" if c == "rate" and isinstance(v, float) else _fmt(v, digits))
+            # Escaped unless the renderer made it (Safe): a crawl value starting with "<svg" is text too.
+            if c in counts:
+                text = _fmt_count(v)
+            elif c == "rate" and isinstance(v, float):
+                text = f"{v:.1%}"
+            else:
+                text = _fmt(v, digits)
             cells.append(f'<td class="{"l" if c in left else ""}">{text}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
@@ -267,7 +322,8 @@ def render_report(data: dict, sample: pd.DataFrame, labels: pd.DataFrame, label_
         frame = pd.DataFrame(data[f"by_{key}"])
         out.append(f"<h2>{title}</h2>")
         if not frame.empty:
-            frame = frame.assign(chart=[svg_rate_bar(row, layers) for row in frame.to_dict("records")])
+            frame = frame.assign(chart=safe_column((svg_rate_bar(row, layers) for row in frame.to_dict("records")),
+                                                     frame.index))
         out.append(table_html(frame, left=[key, "chart"]) if not frame.empty else '<p class="note">none</p>')
     out.append("<h2>Score histograms</h2><p class=note>Scores of drops; dashed line: the threshold in force. "
                "Kept rows carry no score today, so the region just outside the threshold is empty.</p>")
@@ -284,7 +340,8 @@ def render_report(data: dict, sample: pd.DataFrame, labels: pd.DataFrame, label_
     if prec.empty:
         out.append('<p class="note">no labels yet</p>')
     else:
-        prec = prec.assign(interval=[svg_interval(lo, hi, p) for lo, hi, p in zip(prec["low"], prec["high"], prec["precision"], strict=True)])
+        prec = prec.assign(interval=safe_column((svg_interval(lo, hi, p) for lo, hi, p in
+                                                 zip(prec["low"], prec["high"], prec["precision"], strict=True)), prec.index))
         out.append(table_html(prec, left=["layer", "band"]))
     out.append(recommendations_html(pooled, pd.DataFrame(data["populations"]), data.get("target_precision", 0.98)))
     out.append("<h2>Near misses</h2>")
@@ -299,9 +356,28 @@ def render_report(data: dict, sample: pd.DataFrame, labels: pd.DataFrame, label_
                    f'accept=".parquet,.csv"><button type="submit">upload</button></form>')
     ordered = sample.assign(_o=[band_order(layer, band) for layer, band in zip(sample["layer"], sample["band"], strict=True)])
     ordered = ordered.sort_values(["kind", "layer", "_o", "sample_id"]) if not ordered.empty else ordered
-    for row in ordered.to_dict("records"):
-        out.append(pair_html(row, current.get(row["sample_id"], row.get("label")), label_url))
+    out.append(pairs_html(ordered, current, label_url))
     out.append("</body></html>")
+    return "\n".join(out)
+
+
+def pairs_html(ordered: pd.DataFrame, current: dict, label_url: str | None) -> str:
+    """The sampled pairs, collapsed in one ``<details>`` per (kind, layer, band): a week samples a few
+    hundred pairs (1 MB of diffs); the reader opens the stratum being labelled. A link to a pair
+    (``#s-<id>``, where labelling returns) opens its stratum: browsers expand a closed ``<details>``
+    holding a fragment's target."""
+    if ordered.empty:
+        return ""
+    out = []
+    for (kind, layer, band), group in ordered.groupby(["kind", "layer", "band"], sort=False):
+        labelled = sum(current.get(sid, label) in ("duplicate", "not_duplicate")
+                       for sid, label in zip(group["sample_id"], group.get("label", [None] * len(group)), strict=True))
+        out.append(f'<details class="stratum" data-kind="{esc(kind)}" data-layer="{esc(layer)}" data-band="{esc(band)}">'
+                   f"<summary>{esc(kind)} · {esc(layer)} · band {esc(band)}: {len(group)} pairs, "
+                   f"{labelled} labelled</summary>")
+        out.extend(pair_html(row, current.get(row["sample_id"], row.get("label")), label_url)
+                   for row in group.to_dict("records"))
+        out.append("</details>")
     return "\n".join(out)
 
 

@@ -68,8 +68,10 @@ def test_label_a_pair_by_clicking(server, mint, audited_root, pg_dsn):
             response = page.goto(f"{server}/")
             assert response.status == 200
             page.click(f"text={WEEK}")
-            page.wait_for_selector(".pair")
+            # The sampled pairs are collapsed per stratum (issue #12): open the loosest MinHash band.
+            page.wait_for_selector(".pair", state="attached")
             page.screenshot(path=f"{SCREENSHOT_DIR}/dedup_audit_report_top.png", full_page=False)
+            page.locator('details.stratum[data-layer="minhash"]').last.locator("summary").click()
             # A MinHash pair from the loosest band: the one with visible differences to judge.
             pair = page.locator('.pair[data-layer="minhash"]').last
             sample_id = pair.locator('button[data-label="duplicate"]').get_attribute("data-sample")
