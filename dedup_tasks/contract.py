@@ -34,6 +34,9 @@ DECISIONS_SCHEMA = pa.schema(
         ("suspect_doc_id", pa.string()),
         ("suspect_batch_id", pa.string()),
         ("suspect_score", pa.float64()),
+        # What ``score`` measures on a drop (docs/decisions.md): exact, hamming_distance,
+        # jaccard_estimate or cosine; null on keeps. Last, so readers of the older schema still line up.
+        ("score_kind", pa.string()),
     ]
 )
 

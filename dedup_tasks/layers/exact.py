@@ -7,6 +7,7 @@ import pyarrow as pa
 
 from dedup_tasks.fingerprint.content_hash import hash128_key
 from dedup_tasks.layers.base import (
+    EXACT_THRESHOLD,
     Drops,
     Layer,
     LayerContext,
@@ -25,7 +26,7 @@ class ExactLayer(Layer):
 
     @property
     def threshold(self) -> float | None:
-        return None
+        return EXACT_THRESHOLD  # score 1.0: the key is identical (docs/decisions.md)
 
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         batch = ensure_content_hash(batch)

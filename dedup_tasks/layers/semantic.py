@@ -53,11 +53,16 @@ class SemanticLayer(Layer):
         out = super().run(batch, ctx)
         # summary.json's "documents embedded" comes from here (the pipeline reads stats.extra).
         out.stats.extra.update(self._stats)
-        if len(self._drop_thresholds) == out.drops.num_rows and out.drops.num_rows:
-            # Thresholds are per language: each decision row names the one it was judged by.
-            i = out.drops.schema.get_field_index("threshold")
-            out.drops = out.drops.set_column(i, "threshold", pa.array(self._drop_thresholds, pa.float64()))
         return out
+
+    def drop_thresholds(self, n: int) -> np.ndarray:
+        # Thresholds are per language: each decision row names the one it was judged by.
+        if len(self._drop_thresholds) == n:
+            return np.asarray(self._drop_thresholds, float)
+        return super().drop_thresholds(n)
+
+    def model_id(self) -> str | None:
+        return self._stats.get("model_id")
 
     def _row_thresholds(self, batch: pa.Table) -> np.ndarray:
         """The drop cosine of every row, by its language (``_lang``, else ``lang``)."""

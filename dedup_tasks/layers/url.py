@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from dedup_tasks.layers.base import (
+    EXACT_THRESHOLD,
     Drops,
     Layer,
     LayerContext,
@@ -22,7 +23,7 @@ class UrlLayer(Layer):
 
     @property
     def threshold(self) -> float | None:
-        return None
+        return EXACT_THRESHOLD  # score 1.0: the key is identical (docs/decisions.md)
 
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         batch = ensure_content_hash(batch)
