@@ -117,14 +117,14 @@ def create_app(root: str | Path | None = None, db_url: str | None = None, schema
         """Replay the week under thresholds given as query parameters (?minhash=0.9&simhash=2)."""
         from dedup_tasks.audit.report import render_whatif
         from dedup_tasks.audit.sampling import load_week_decisions
-        from dedup_tasks.audit.whatif import THRESHOLD_LAYERS, replay
+        from dedup_tasks.audit.whatif import THRESHOLD_LAYERS, ThresholdError, parse_thresholds, replay
 
         check_week(week)
-        decisions = load_week_decisions(settings()[0], week)
         try:
-            thresholds = {k: float(v) for k, v in request.query_params.items() if k in THRESHOLD_LAYERS and v.strip()}
-        except ValueError as exc:
-            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"thresholds must be numbers: {exc}") from exc
+            thresholds = parse_thresholds(request.query_params)
+        except ThresholdError as exc:  # not a number, nan/inf, out of range: the caller's mistake
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc
+        decisions = load_week_decisions(settings()[0], week)
         current = {layer: (float(t.iloc[0]) if len(t := decisions.loc[decisions["layer"] == layer, "threshold"].dropna())
                            else None) for layer in THRESHOLD_LAYERS}
         nav = f'<p class="note"><a href="{request.url_for("week_page", week=week)}">back to the report</a></p>'

@@ -14,6 +14,8 @@ tighter threshold can be decided row by row (a drop whose score no longer passes
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -22,6 +24,36 @@ from dedup_tasks.audit.metrics import threshold_passes
 from dedup_tasks.audit.sampling import near_miss_rows
 
 THRESHOLD_LAYERS = ("simhash", "minhash", "semantic")
+# The values a replayed threshold may take: a Hamming distance of 64-bit SimHashes, a Jaccard, a cosine.
+THRESHOLD_RANGES: dict[str, tuple[float, float]] = {"simhash": (0, 64), "minhash": (0.0, 1.0), "semantic": (-1.0, 1.0)}
+
+
+class ThresholdError(ValueError):
+    """A what-if threshold that is not a finite number in its layer's range; names the parameter."""
+
+
+def parse_thresholds(values: Mapping[str, str]) -> dict[str, float]:
+    """{layer: threshold} from form/query values; blanks and other keys are ignored.
+
+    ``float()`` accepts "nan" and "inf": a NaN threshold passes nothing and an infinite one everything,
+    so both are refused here, as is anything outside the layer's range.
+    """
+    out: dict[str, float] = {}
+    for layer in THRESHOLD_LAYERS:
+        raw = values.get(layer)
+        if raw is None or not str(raw).strip():
+            continue
+        try:
+            value = float(raw)
+        except ValueError as exc:
+            raise ThresholdError(f"threshold {layer}={raw!r} is not a number") from exc
+        lo, hi = THRESHOLD_RANGES[layer]
+        if not math.isfinite(value):
+            raise ThresholdError(f"threshold {layer}={raw!r} must be a finite number")
+        if not lo <= value <= hi:
+            raise ThresholdError(f"threshold {layer}={raw!r} must be in [{lo:g}, {hi:g}]")
+        out[layer] = value
+    return out
 
 
 @dataclass
@@ -38,6 +70,7 @@ def replay(decisions: pd.DataFrame, thresholds: dict[str, float]) -> WhatIfResul
     unknown = sorted(set(thresholds) - set(THRESHOLD_LAYERS))
     if unknown:
         raise ValueError(f"what-if thresholds for {unknown}: only {list(THRESHOLD_LAYERS)} have one")
+    parse_thresholds({k: str(v) for k, v in thresholds.items()})  # the same checks for library callers
     cols = ["doc_id", "batch_id", "layer", "matched_doc_id", "matched_batch_id", "score", "old_threshold",
             "new_threshold", "old_action", "new_action"]
     changes, summary = [], []
