@@ -23,6 +23,48 @@ AUDIT_DAG_ID = "dedup_audit"
 URL_PREFIX = "/dedup-audit"
 _bearer = HTTPBearer(auto_error=False)
 
+# Sent with every response. The pages hold no script at all, so none may run (an injected one
+# included); styles are inline. Framing: the Airflow UI shows the plugin in an iframe of its own
+# origin (external_views' url_route), so framing is allowed from the same origin only, not DENY.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+    "form-action 'self'; frame-ancestors 'self'; base-uri 'none'",
+    "X-Frame-Options": "SAMEORIGIN",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+def same_origin(request: Request) -> bool:
+    """Whether a browser request comes from a page of this server (its Origin, else its Referer).
+
+    A request the browser sends on another site's behalf (a form posted from elsewhere: CSRF) carries
+    the UI's `_token` cookie but that site's Origin. The host compared is what the client asked for
+    (Host, or X-Forwarded-Host behind a proxy); the scheme is not, since a TLS proxy changes it.
+    """
+    from urllib.parse import urlsplit
+
+    source = request.headers.get("origin") or request.headers.get("referer")
+    if not source or source == "null":
+        return False
+    hosts = {h.strip().lower() for h in (request.headers.get("x-forwarded-host", "") + "," +
+                                          request.headers.get("host", "")).split(",") if h.strip()}
+    return urlsplit(source).netloc.lower() in hosts
+
+
+def check_csrf(request: Request) -> None:
+    """A state-changing request authenticated by the cookie must come from this server's pages.
+
+    A bearer token is never attached by a browser on its own, so API clients (no Origin) need none.
+    """
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return
+    if request.headers.get("authorization", "").lower().startswith("bearer "):
+        return
+    if not same_origin(request):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "cross-origin POST refused: send it from the audit pages "
+                                                        "(same Origin) or with an Authorization: Bearer token")
+
 
 def _auth_manager() -> Any:
     # Inside the api-server the auth manager already exists and this returns it; in a standalone
@@ -43,8 +85,11 @@ async def authenticated_user(
 
 
 def _require(method: str) -> Any:
-    async def check(user: Annotated[Any, Depends(authenticated_user)]) -> Any:
+    async def check(request: Request, user: Annotated[Any, Depends(authenticated_user)]) -> Any:
         from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+
+        if method != "GET":
+            check_csrf(request)
 
         if not _auth_manager().is_authorized_dag(method=method, details=DagDetails(id=AUDIT_DAG_ID), user=user):
             raise HTTPException(status.HTTP_403_FORBIDDEN, f"{user.get_name()} may not {method} {AUDIT_DAG_ID}")
@@ -60,6 +105,13 @@ Writer = Annotated[Any, Depends(_require("PUT"))]
 def create_app(root: str | Path | None = None, db_url: str | None = None, schema: str | None = None) -> FastAPI:
     """The plugin's app. Without arguments the data root and database come from DedupConfig at request time."""
     app = FastAPI(title="Dedup audit", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next: Any) -> Response:
+        response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
 
     def settings() -> tuple[Path, str | None, str]:
         from dedup_tasks.config import DedupConfig
@@ -174,7 +226,8 @@ def create_app(root: str | Path | None = None, db_url: str | None = None, schema
         from dedup_tasks.audit.run import import_labels
 
         check_week(week)
-        suffix = Path(file.filename or "labels.csv").suffix or ".csv"
+        name = Path(file.filename or "labels.csv").name
+        suffix = Path(name).suffix or ".csv"
         data_root, dsn, db_schema = settings()
         with tempfile.NamedTemporaryFile(suffix=suffix) as tmp:
             tmp.write(await file.read())
@@ -182,7 +235,8 @@ def create_app(root: str | Path | None = None, db_url: str | None = None, schema
             try:
                 import_labels(data_root, week, tmp.name, user.get_name(), db_url=dsn, schema=db_schema)
             except LabelError as exc:
-                raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc
+                # Junk Parquet, a non-UTF-8 CSV, unknown ids: the upload's fault (422), named as uploaded.
+                raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc).replace(tmp.name, name)) from exc
         return RedirectResponse(str(request.url_for("week_page", week=week)), status_code=status.HTTP_303_SEE_OTHER)
 
     return app

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 import psycopg2
 import psycopg2.extras
+import pyarrow as pa
 from psycopg2 import sql
 
 from dedup_tasks.audit.metrics import normalize_label
@@ -120,9 +121,17 @@ def read_label_file(path: Path | str) -> pd.DataFrame:
     """A labelled sample as analysts return it: Parquet or CSV with at least sample_id and label."""
     path = Path(path)
     if path.suffix.lower() in {".parquet", ".pq"}:
-        frame = pd.read_parquet(path)
+        try:
+            frame = pd.read_parquet(path)
+        except (OSError, ValueError, pa.ArrowException) as exc:  # junk, truncated, no footer
+            raise LabelError(f"{path}: not a readable Parquet file ({exc})") from exc
     elif path.suffix.lower() in {".csv", ".txt"}:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        try:
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise LabelError(f"{path}: not UTF-8 text (invalid byte at offset {exc.start}); save the CSV as UTF-8") from exc
+        except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            raise LabelError(f"{path}: not a readable CSV file ({exc})") from exc
     else:
         raise LabelError(f"{path}: expected a .parquet or .csv file")
     missing = [c for c in ("sample_id", "label") if c not in frame.columns]
