@@ -229,3 +229,46 @@ def _coerce(f: dataclasses.Field, value: Any) -> Any:
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"config key {f.name!r}: cannot use {value!r} ({exc})") from exc
     return value
+
+
+def confine_root(requested: str | os.PathLike[str], data_root: str | os.PathLike[str]) -> str:
+    """``requested`` (a run's ``root`` Param) as an absolute path, if it is the configured data root or
+    a directory under it; a relative path is taken relative to the data root.
+
+    Symlinks and ``..`` are resolved before the check, so neither can step outside the data root: a
+    run writes registry rows, a Bloom file and outputs under its root, and a root elsewhere would
+    register documents of no real partition (issue #16 row 4).
+    """
+    base = Path(data_root).expanduser().resolve()
+    path = Path(requested).expanduser()
+    resolved = (path if path.is_absolute() else base / path).resolve()
+    if resolved != base and base not in resolved.parents:
+        raise ConfigError(
+            f"root {str(requested)!r} resolves to {resolved}, outside the configured data root {base} "
+            "(DEDUP_ROOT or the config file's root); a run's root may only be the data root or a path under it"
+        )
+    return str(resolved)
+
+
+def check_layers(layers: Any) -> tuple[str, ...]:
+    """A run's layer list: at least one layer, each a known one (an empty list would drop nothing)."""
+    names = (layers.split(",") if isinstance(layers, str) else list(layers or ()))
+    names = [str(n).strip() for n in names if str(n).strip()]
+    if not names:
+        raise ConfigError(f"layers must name at least one layer of {list(ALL_LAYERS)}; an empty list deduplicates nothing")
+    unknown = [n for n in names if n not in ALL_LAYERS]
+    if unknown:
+        raise ConfigError(f"unknown layer(s) {unknown}; choose from {list(ALL_LAYERS)}")
+    return tuple(names)
+
+
+def run_config(params: Mapping[str, Any], env: Mapping[str, str] | None = None) -> DedupConfig:
+    """The configuration of one orchestrated run: the deployment's (file, environment) plus the run's
+    overrides, with ``root`` confined to the deployment's data root and a non-empty layer list."""
+    base = DedupConfig.load(env=env)
+    overrides = {name: value for name, value in params.items() if value is not None}
+    if "root" in overrides:
+        overrides["root"] = confine_root(overrides["root"], base.root)
+    if "layers" in params:
+        overrides["layers"] = check_layers(params["layers"])
+    return DedupConfig.load(overrides, env=env)

@@ -23,6 +23,14 @@ class InputError(ValueError):
     """An input file or partition that cannot be read; the message names it."""
 
 
+class MissingPartition(InputError):
+    """The hour's input partition does not exist or holds no Parquet file: nothing to deduplicate yet.
+
+    Retrying cannot help until the crawl writes it, so orchestrators fail such a run at once (the
+    Airflow DAG raises AirflowFailException) instead of holding the run slot through retries.
+    """
+
+
 def partition_of(batch_id: str) -> str:
     """'2026-12-01T00' -> 'dt=2026-12-01/hour=00'; any other id -> 'batch=<id>'."""
     m = _BATCH_RE.match(batch_id)
@@ -80,10 +88,10 @@ def input_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     if not path.is_dir():
-        raise InputError(f"input partition {path} does not exist")
+        raise MissingPartition(f"input partition {path} does not exist")
     files = sorted(p for p in path.rglob("*.parquet") if not p.name.startswith((".", "_")))
     if not files:
-        raise InputError(f"input partition {path} holds no .parquet files")
+        raise MissingPartition(f"input partition {path} holds no .parquet files")
     return files
 
 

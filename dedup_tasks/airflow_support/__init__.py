@@ -4,11 +4,13 @@ DAG files call ``run_step(step, context)``; everything else is plain ``dedup_tas
 """
 
 from dedup_tasks.airflow_support.tasks import (
+    FAIL_FAST_ERRORS,
     PARAM_SPECS,
     batch_id_for,
+    batch_id_of,
     config_from_params,
     run_compaction,
     run_step,
 )
 
-__all__ = ["PARAM_SPECS", "batch_id_for", "config_from_params", "run_compaction", "run_step"]
+__all__ = ["FAIL_FAST_ERRORS", "PARAM_SPECS", "batch_id_for", "batch_id_of", "config_from_params", "run_compaction", "run_step"]

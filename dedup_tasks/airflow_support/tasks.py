@@ -4,22 +4,44 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from dedup_tasks.config import ALL_LAYERS, DEFAULT_LAYERS, DedupConfig
-from dedup_tasks.io import BatchPaths
+from dedup_tasks.config import ALL_LAYERS, DEFAULT_LAYERS, ConfigError, DedupConfig, run_config
+from dedup_tasks.io import BatchPaths, MissingPartition
+
+_HOUR = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}$")
 
 # Run-time overridable settings: (JSON-schema type, default, extra schema). The DAG turns these into
 # validated Params, so a manual run or a backfill from the UI can change them.
 PARAM_SPECS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
-    "root": (["null", "string"], None, {"description": "data root (default: DEDUP_ROOT or ./data)"}),
+    # The hour to deduplicate. A manual run's logical date defaults to "now", whose hour has no data
+    # yet: name the hour here instead (default: the run's data interval, as scheduled runs do).
+    "batch_hour": (
+        ["null", "string"],
+        None,
+        {
+            "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}$",
+            "description": "hour to deduplicate, e.g. 2026-12-01T05 (UTC); empty: the run's data interval",
+        },
+    ),
+    "root": (
+        ["null", "string"],
+        None,
+        {"description": "data root: the configured one (DEDUP_ROOT, default ./data) or a directory under it"},
+    ),
     "layers": (
         "array",
         list(DEFAULT_LAYERS),
-        {"items": {"type": "string", "enum": list(ALL_LAYERS)}, "description": "layers to run, in cascade order"},
+        {
+            "items": {"type": "string", "enum": list(ALL_LAYERS)},
+            "minItems": 1,
+            "uniqueItems": True,
+            "description": "layers to run (at least one; they always run in cascade order)",
+        },
     ),
     "simhash_max_distance": ("integer", 3, {"minimum": 0, "maximum": 16}),
     "minhash_threshold": ("number", 0.8, {"minimum": 0.05, "maximum": 1.0}),
@@ -36,11 +58,24 @@ def batch_id_for(data_interval_start: datetime) -> str:
     return data_interval_start.strftime("%Y-%m-%dT%H")
 
 
+# Library errors a retry cannot fix: the DAG fails the task at once on these (AirflowFailException).
+FAIL_FAST_ERRORS: tuple[type[Exception], ...] = (MissingPartition, ConfigError)
+
+
 def config_from_params(params: Mapping[str, Any]) -> DedupConfig:
-    overrides = {name: params.get(name) for name in PARAM_SPECS if params.get(name) is not None}
-    if "layers" in overrides:
-        overrides["layers"] = tuple(overrides["layers"])
-    return DedupConfig.load(overrides)
+    """The run's config from its Params (root confined to the data root, layers non-empty)."""
+    overrides = {name: params.get(name) for name in PARAM_SPECS if name != "batch_hour" and name in params}
+    return run_config(overrides)
+
+
+def batch_id_of(context: Mapping[str, Any]) -> str:
+    """The hour a run deduplicates: its ``batch_hour`` Param, else its data interval's start."""
+    hour = (context.get("params") or {}).get("batch_hour")
+    if hour:
+        if not _HOUR.match(str(hour)):
+            raise ConfigError(f"batch_hour {hour!r}: expected an hour like 2026-12-01T05")
+        return str(hour)
+    return batch_id_for(context.get("data_interval_start") or context["logical_date"])
 
 
 @contextlib.contextmanager
@@ -61,8 +96,7 @@ def run_step(step: str, context: Mapping[str, Any]) -> dict:
 
     use_shared_allocator()
     config = config_from_params(context.get("params") or {})
-    start = context.get("data_interval_start") or context["logical_date"]
-    paths = BatchPaths(Path(config.root).resolve(), batch_id_for(start))
+    paths = BatchPaths(Path(config.root).resolve(), batch_id_of(context))
     os.environ.setdefault("DEDUP_ROOT", str(paths.root))
     with _registry(config, step) as registry:
         return run(step, paths, config, registry)
@@ -74,5 +108,5 @@ def run_compaction(context: Mapping[str, Any]) -> dict:
 
     params = dict(context.get("params") or {})
     min_docs = params.pop("min_docs", None)
-    config = DedupConfig.load({"root": params.get("root")})
+    config = run_config({"root": params.get("root")})
     return compact_registry(config, min_docs)

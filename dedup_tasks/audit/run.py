@@ -174,10 +174,10 @@ def run_for_interval(data_interval_start: datetime, params: dict | None = None) 
     root, per_stratum, near_miss_per_layer and target_precision.
     """
     from dedup_tasks.audit.weeks import week_of
-    from dedup_tasks.config import DedupConfig
+    from dedup_tasks.config import run_config
 
     params = {k: v for k, v in (params or {}).items() if v is not None}
-    config = DedupConfig.load({"root": params["root"]} if "root" in params else {})
+    config = run_config({"root": params.get("root")})  # confined to the data root, as the hourly DAG's
     kwargs = {k: params[k] for k in ("per_stratum", "near_miss_per_layer", "target_precision") if k in params}
     result = run_audit(Path(config.root).resolve(), week_of(data_interval_start), db_url=config.db_url,
                        schema=config.db_schema, **kwargs)
