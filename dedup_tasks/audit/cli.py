@@ -96,14 +96,20 @@ def _label(args: argparse.Namespace, root: Path, config: object) -> int:
 
 def _whatif(args: argparse.Namespace, root: Path) -> int:
     from dedup_tasks.audit.sampling import load_week_decisions
-    from dedup_tasks.audit.whatif import replay
+    from dedup_tasks.audit.whatif import THRESHOLD_LAYERS, ThresholdError, parse_thresholds, replay
 
-    thresholds = {}
+    raw = {}
     for item in args.threshold:
         layer, sep, value = item.partition("=")
         if not sep:
             raise AuditUsageError(f"--threshold expects LAYER=VALUE, got {item!r}")
-        thresholds[layer.strip()] = float(value)
+        if layer.strip() not in THRESHOLD_LAYERS:
+            raise AuditUsageError(f"--threshold {item!r}: only {list(THRESHOLD_LAYERS)} have a threshold")
+        raw[layer.strip()] = value
+    try:
+        thresholds = parse_thresholds(raw)  # the plugin's checks: finite and in the layer's range
+    except ThresholdError as exc:
+        raise AuditUsageError(f"--threshold: {exc}") from exc
     if not thresholds:
         raise AuditUsageError("whatif needs at least one --threshold LAYER=VALUE")
     decisions = load_week_decisions(root, args.week)

@@ -40,6 +40,8 @@ def test_run_for_interval(week_root, monkeypatch, pg_dsn, registry_schema):
 
     monkeypatch.setenv("DEDUP_DB_URL", pg_dsn)  # what the DAG's workers get from the env / dedup_db conn
     monkeypatch.setenv("DEDUP_DB_SCHEMA", registry_schema)
+    # A root Param must lie under the configured data root (#16 row 4): here, the week's parent.
+    monkeypatch.setenv("DEDUP_ROOT", str(week_root.parent))
     result = run_for_interval(pendulum.datetime(2026, 11, 30, tz="UTC"),
                               {"root": str(week_root), "per_stratum": 2, "target_precision": 0.95} | {"x": None})
     assert result["week"] == "2026-W49" and result["sampled"] > 0

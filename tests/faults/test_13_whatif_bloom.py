@@ -69,3 +69,12 @@ def test_a_flipped_header_word_is_detected(tmp_path):
     data.flush()
     del data
     assert PersistedBloom.load_checked(path)[1] == "corrupt: checksum mismatch"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "2"])
+def test_cli_whatif_refuses_them_too(audited_root, value, capsys):  # noqa: F811
+    from dedup_tasks.cli import main
+
+    root, _ = audited_root
+    assert main(["audit", "--root", str(root), "--week", WEEK, "whatif", "--threshold", f"minhash={value}"]) == 2
+    assert "minhash" in capsys.readouterr().err

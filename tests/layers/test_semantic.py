@@ -259,6 +259,9 @@ def test_threshold_per_language_and_recorded_per_decision(fake) -> None:
     drops = out.drops.to_pylist()
     assert [(d["doc_id"], d["threshold"]) for d in drops] == [("e1", 0.9)]
     assert 0.9 <= drops[0]["score"] < 0.99
+    # The reason names the row's own threshold and the model (#12).
+    assert drops[0]["score_kind"] == "cosine"
+    assert drops[0]["reason"].startswith(f"cosine {drops[0]['score']:.3f} >= 0.900 to doc e0 of batch {B0} (model ")
 
 
 def test_postgres_registry_caches_vectors_across_batches_and_processes(fake, tmp_path: Path, pg_dsn, registry_schema) -> None:
