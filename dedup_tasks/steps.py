@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dedup_tasks.config import ALL_LAYERS, DedupConfig
-from dedup_tasks.io import BatchPaths, read_input, write_json, write_parquet_dir
+from dedup_tasks.io import BatchPaths, MissingPartition, read_input, write_json, write_parquet_dir
 from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
 from dedup_tasks.pipeline import BatchResult, BatchSummary, assemble, commit, layer_view, prepare, publish
 from dedup_tasks.registry.base import Registry
@@ -61,7 +61,8 @@ def validate(paths: BatchPaths, config: DedupConfig, registry: Registry) -> dict
     started = time.perf_counter()
     table, files = read_input(paths.input)
     if table.num_rows == 0:
-        raise ValueError(f"batch {paths.batch_id}: input partition {paths.input} has no rows; nothing to publish")
+        # As good as missing: no retry helps until the crawl writes rows (the DAG fails fast on it).
+        raise MissingPartition(f"batch {paths.batch_id}: input partition {paths.input} has no rows; nothing to publish")
     registry.begin(paths.batch_id)
     prepared = prepare(table, config, str(paths.input))
     stats = asdict(LayerStats("prepare", table.num_rows, 0, time.perf_counter() - started))

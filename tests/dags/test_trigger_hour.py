@@ -53,3 +53,27 @@ def test_a_missing_hour_fails_at_once_without_retries(
     validate = next(ti for ti in run.get_task_instances() if ti.task_id == "validate")
     assert validate.state == "failed" and validate.try_number == 1  # not up_for_retry
     assert time.monotonic() - started < 120  # no 2-minute retry delay was waited out
+
+
+@pytest.mark.parametrize("state", ["absent", "no parquet", "zero rows"])
+def test_validate_raises_missing_partition_for_an_hour_without_data(tmp_path, state, pg_dsn, registry_schema):
+    """The library's signal the DAG maps to fail-fast: MissingPartition, for every way an hour has no data."""
+
+    from dedup_tasks.config import DedupConfig
+    from dedup_tasks.io import BatchPaths, MissingPartition
+    from dedup_tasks.registry.postgres import PostgresRegistry
+    from dedup_tasks.steps import run_step
+    from tests.conftest import make_batch
+
+    paths = BatchPaths(tmp_path, "2026-12-01T05")
+    if state != "absent":
+        paths.input.mkdir(parents=True)
+    if state == "zero rows":
+        table = make_batch([{"doc_id": "x", "url": "https://a.example/", "content": "c"}]).slice(0, 0)
+        pq.write_table(table, paths.input / "part-0.parquet")
+    registry = PostgresRegistry(pg_dsn, schema=registry_schema, auto_migrate=True)
+    try:
+        with pytest.raises(MissingPartition, match="2026-12-01"):
+            run_step("validate", paths, DedupConfig(root=str(tmp_path)), registry)
+    finally:
+        registry.close()
