@@ -14,8 +14,9 @@ import html
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote, urlencode
 
-from fastapi import Depends, FastAPI, File, Form, HTTPException, Request, UploadFile, status
+from fastapi import Depends, FastAPI, File, Form, HTTPException, Query, Request, UploadFile, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -152,7 +153,8 @@ def create_app(root: str | Path | None = None, db_url: str | None = None, schema
                 f"<p>signed in as {html.escape(user.get_name())}</p><ul>{items}</ul></body></html>")
 
     @app.get("/weeks/{week}", response_class=HTMLResponse, name="week_page")
-    def week_page(request: Request, week: str, user: Reader) -> str:
+    def week_page(request: Request, week: str, user: Reader,
+                  open_sample: Annotated[str | None, Query(alias="open")] = None) -> str:
         from dedup_tasks.audit.run import render_week
 
         check_week(week)
@@ -162,7 +164,7 @@ def create_app(root: str | Path | None = None, db_url: str | None = None, schema
                f'sample.parquet</a> · <a href="{request.url_for("whatif", week=week)}">what-if</a></p>')
         return render_week(settings()[0], week, labels, history, nav=nav,
                            label_url=str(request.url_for("post_label", week=week)),
-                           upload_url=str(request.url_for("upload_labels", week=week)))
+                           upload_url=str(request.url_for("upload_labels", week=week)), open_sample=open_sample)
 
     @app.get("/weeks/{week}/whatif", response_class=HTMLResponse, name="whatif")
     def whatif(request: Request, week: str, user: Reader) -> str:
@@ -216,7 +218,8 @@ def create_app(root: str | Path | None = None, db_url: str | None = None, schema
         data_root, dsn, db_schema = settings()
         with open_label_store(data_root, dsn, db_schema) as store:
             store.save(rows, user.get_name())
-        target = f"{request.url_for('week_page', week=week)}#s-{sample_id}"
+        # Back to the labelled pair, its stratum rendered open (the pairs are collapsed per stratum).
+        target = f"{request.url_for('week_page', week=week)}?{urlencode({'open': sample_id})}#s-{quote(sample_id, safe=':')}"
         return RedirectResponse(target, status_code=status.HTTP_303_SEE_OTHER)
 
     @app.post("/weeks/{week}/labels/upload", name="upload_labels")

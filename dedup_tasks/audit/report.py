@@ -303,7 +303,7 @@ def pair_html(row: dict, label: Any, label_url: str | None) -> str:
 
 
 def render_report(data: dict, sample: pd.DataFrame, labels: pd.DataFrame, label_url: str | None = None,
-                  upload_url: str | None = None, nav: str = "") -> str:
+                  upload_url: str | None = None, nav: str = "", open_sample: str | None = None) -> str:
     """The week's report. `data` is what run_audit stores in audit.json; `labels` (sample_id, label)
     override the sample's label column; `label_url` adds the labelling buttons (the plugin)."""
     from dedup_tasks.audit.metrics import precision_table
@@ -356,23 +356,24 @@ def render_report(data: dict, sample: pd.DataFrame, labels: pd.DataFrame, label_
                    f'accept=".parquet,.csv"><button type="submit">upload</button></form>')
     ordered = sample.assign(_o=[band_order(layer, band) for layer, band in zip(sample["layer"], sample["band"], strict=True)])
     ordered = ordered.sort_values(["kind", "layer", "_o", "sample_id"]) if not ordered.empty else ordered
-    out.append(pairs_html(ordered, current, label_url))
+    out.append(pairs_html(ordered, current, label_url, open_sample))
     out.append("</body></html>")
     return "\n".join(out)
 
 
-def pairs_html(ordered: pd.DataFrame, current: dict, label_url: str | None) -> str:
+def pairs_html(ordered: pd.DataFrame, current: dict, label_url: str | None, open_sample: str | None = None) -> str:
     """The sampled pairs, collapsed in one ``<details>`` per (kind, layer, band): a week samples a few
-    hundred pairs (1 MB of diffs); the reader opens the stratum being labelled. A link to a pair
-    (``#s-<id>``, where labelling returns) opens its stratum: browsers expand a closed ``<details>``
-    holding a fragment's target."""
+    hundred pairs (1 MB of diffs); the reader opens the stratum being labelled. ``open_sample``'s
+    stratum is rendered open: labelling returns to ``?open=<id>#s-<id>``, so the labelled pair is
+    shown whether or not the browser expands a closed ``<details>`` for a fragment."""
     if ordered.empty:
         return ""
     out = []
     for (kind, layer, band), group in ordered.groupby(["kind", "layer", "band"], sort=False):
         labelled = sum(current.get(sid, label) in ("duplicate", "not_duplicate")
                        for sid, label in zip(group["sample_id"], group.get("label", [None] * len(group)), strict=True))
-        out.append(f'<details class="stratum" data-kind="{esc(kind)}" data-layer="{esc(layer)}" data-band="{esc(band)}">'
+        is_open = " open" if open_sample is not None and (group["sample_id"] == open_sample).any() else ""
+        out.append(f'<details class="stratum"{is_open} data-kind="{esc(kind)}" data-layer="{esc(layer)}" data-band="{esc(band)}">'
                    f"<summary>{esc(kind)} · {esc(layer)} · band {esc(band)}: {len(group)} pairs, "
                    f"{labelled} labelled</summary>")
         out.extend(pair_html(row, current.get(row["sample_id"], row.get("label")), label_url)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import pandas as pd
 import psycopg2
 from fastapi.testclient import TestClient
@@ -46,7 +48,11 @@ def test_authenticated_user_reads_and_labels(plugin_app, audited_root, mint, pg_
     sample_id = _sample_id(audited_root)
     r = client.post(f"/weeks/{WEEK}/labels", data={"sample_id": sample_id, "label": "not_duplicate"},
                     headers={"Authorization": f"Bearer {token}"}, follow_redirects=False)
-    assert r.status_code == 303 and r.headers["location"].endswith(f"/weeks/{WEEK}#s-{sample_id}")
+    # Back to the pair, its (collapsed) stratum rendered open (#12: pairs collapsed per stratum).
+    assert r.status_code == 303 and r.headers["location"].endswith(f"/weeks/{WEEK}?{urlencode({'open': sample_id})}#s-{sample_id}")
+    back = browser.get(r.headers["location"].split("#")[0])
+    opened = back.text[: back.text.index(f'id="s-{sample_id}"')].rsplit("<details", 1)[1]
+    assert opened.startswith(' class="stratum" open') and back.text.count("<details class=\"stratum\" open") == 1
     _, schema = audited_root
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
         cur.execute(f'SELECT label, labelled_by FROM "{schema}".audit_labels WHERE week = %s AND sample_id = %s',
