@@ -27,7 +27,7 @@ _ROOTS = ("work", "root", "home", "tmp", "mnt", "Users", "scratch")
 # A token starts at a line start, whitespace, a quote, '=', '(', '[', ',', ':' or a backtick, so
 # relative paths such as bench/<x>/ or <root>/<x>/ never match.
 GENERIC = re.compile(r"(?:^|(?<=[\s\"'=(\[,:`]))/(?:" + "|".join(_ROOTS) + r")/[\w.-]", re.MULTILINE)
-# Vendored WHATWG URL test vectors: their URL paths (file:///C:/Users/..., /home/me) are test inputs,
+# Vendored WHATWG URL test vectors: the paths inside their file: and http: URLs are test inputs,
 # not paths of this machine. They are still checked for this machine's own paths.
 GENERIC_EXEMPT = {"tests/normalize/data/whatwg_urltestdata_cases.json"}
 
