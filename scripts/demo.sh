@@ -11,7 +11,7 @@ export AIRFLOW__CORE__PLUGINS_FOLDER="$PWD/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 unset DEDUP_DB_URL AIRFLOW_CONN_DEDUP_DB  # the demo uses the embedded registry
 
-DEMO_DOCS="${DEMO_DOCS:-2000}"
+DEMO_DOCS="${DEMO_DOCS:-600}"
 # Built from the sample corpus shipped in bench/sample_corpus (public-domain texts): nothing beside
 # the clone is needed, and the demo prints the same numbers on every machine.
 echo "== sample crawl: 3 hours x $DEMO_DOCS docs under $DEDUP_ROOT/crawl (source: bench/sample_corpus)"

@@ -50,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         pick = drops[drops["layer"] == layer]
         if pick.empty or shown == 3:
             continue
-        row = pick.sort_values(["batch_id", "doc_id"]).iloc[0].to_dict()
+        # Prefer a match in an earlier hour: it shows the registry at work, not only in-batch dedup.
+        pick = pick.assign(_same=pick["matched_batch_id"] == pick["batch_id"])
+        row = pick.sort_values(["_same", "batch_id", "doc_id"]).iloc[0].to_dict()
         row = {k: (None if v != v else v) for k, v in row.items()}  # NaN -> None
         print(f"- {row['doc_id']} ({row['batch_id']}) dropped by {row['layer']} as a copy of "
               f"{row['matched_doc_id']} ({row['matched_batch_id']}):\n    {_describe(row)}")
@@ -62,9 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         f"  python -m dedup_tasks audit --root {root} --week {args.week}        # sample, metrics, report.html\n"
         f"      then open {root}/audit/week={args.week}/report.html\n"
         "  python -m dedup_tasks run -h                                       # run any hour or Parquet file\n"
-        "  Airflow UI: AIRFLOW_HOME=airflow_home python -m airflow standalone, then\n"
+        "  Airflow UI: the README's 'Airflow UI' section (python -m airflow standalone with this project's\n"
+        "      AIRFLOW_HOME, dags and plugins), then\n"
         "      http://localhost:8080/ (DAG crawl_dedup) and the audit page at http://localhost:8080/dedup-audit/\n"
-        "      (also under Browse > Dedup audit, /plugin/dedup-audit)"
+        "      (in the UI: Browse > Dedup audit, http://localhost:8080/plugin/dedup-audit)"
     )
     return 0
 
