@@ -1,13 +1,25 @@
 # The two set-up commands of the README: `make demo` and `make test`.
 PYTHON ?= python3
+# One stamp per interpreter: `make install` reruns pip only when a requirements file or pyproject.toml
+# changed, so `make demo` right after `make install` starts at once.
+STAMP := .make/install-$(subst /,_,$(PYTHON)).stamp
 
-.PHONY: install demo test lint bench bench-smoke
+.PHONY: install demo test lint bench bench-smoke warmup
 
-install:
+install: $(STAMP)
+
+$(STAMP): requirements.txt requirements-airflow.txt pyproject.toml
 	$(PYTHON) -m pip install -q -r requirements.txt -r requirements-airflow.txt
 	$(PYTHON) -m pip install -q --no-deps -e .
+	@# Compile the numba kernels into dedup_tasks/**/__pycache__ now, not in the first DAG run.
+	$(PYTHON) -m dedup_tasks.warmup
+	@mkdir -p $(@D) && touch $@
 
-# Three sample crawl hours (built from ../shared/data/corpora) through the crawl_dedup DAG.
+warmup:
+	$(PYTHON) -m dedup_tasks.warmup
+
+# Three sample crawl hours, built from the shipped public-domain sample corpus
+# (bench/sample_corpus), through the crawl_dedup DAG. Needs nothing beside the clone.
 demo: install
 	PYTHON=$(PYTHON) bash scripts/demo.sh
 

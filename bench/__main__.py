@@ -56,12 +56,16 @@ def _cpus() -> int:
 
 
 def crawl(docs: int, hours: int, seed: int = 0) -> Path:
-    """A generated crawl, cached under bench/work by its parameters."""
+    """A generated crawl from the evaluation corpora, cached under bench/work by its parameters.
+
+    Benchmarks always use the eval corpora (published numbers come from them) and refuse with
+    bench.evaldata's message when they are absent, instead of silently measuring the sample corpus.
+    """
     from bench.generate import generate_crawl
 
     root = WORK / f"crawl-{docs}x{hours}-seed{seed}"
     if not (root / "truth.parquet").exists():
-        generate_crawl(root, docs, hours=hours, seed=seed)
+        generate_crawl(root, docs, hours=hours, seed=seed, source="eval")
     return root
 
 

@@ -18,8 +18,17 @@ benchmark never grades the system with the system's code:
 
 Corpora
 -------
-``/work/shared/data/corpora`` (override with ``BENCH_DATA_DIR``): BBC News and Reuters-21578 (en),
-Sogou smarty (zh). Bodies shorter than ``MIN_BODY_CHARS`` are skipped (73 Sogou rows are empty or
+Two sources, chosen by ``resolve_data_dir(source)``:
+
+* ``eval``: the research-only evaluation corpora under ``bench.evaldata.eval_data_dir()``
+  (``$DEDUP_EVAL_DATA``, default ``../shared/data``): BBC News and Reuters-21578 (en), Sogou smarty (zh).
+  Benchmarks and CI use these; they are never shipped.
+* ``sample``: the redistributable corpus shipped in ``bench/sample_corpus/`` (public-domain U.S. State
+  of the Union addresses and classical Chinese texts cut to article size; see its SOURCES.md). The demo
+  and the tests that must run on a clean clone use it.
+* ``auto`` (the default): ``eval`` when its corpora are present, else ``sample``.
+
+Eval corpora: Bodies shorter than ``MIN_BODY_CHARS`` are skipped (73 Sogou rows are empty or
 stubs). The corpora already contain duplicates: inside one language, documents are grouped into
 components of "normalized body equal" or "Jaccard >= 0.5 on title + body" (MinHash-LSH candidates,
 verified exactly). Only the first member of a component (file order) enters the originals pool;
@@ -38,7 +47,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import random
 import re
 import unicodedata
@@ -50,10 +58,17 @@ from typing import Any
 import numpy as np
 import xxhash
 
-DEFAULT_DATA_DIR = Path(os.environ.get("BENCH_DATA_DIR", "/work/shared/data"))
+from bench.evaldata import eval_data_available, eval_data_dir, missing_reason
+
+SAMPLE_DATA_DIR = Path(__file__).resolve().parent / "sample_corpus"
+SOURCES = ("auto", "eval", "sample")
 CORPUS_FILES: dict[str, tuple[str, ...]] = {
     "en": ("en_bbc_news.jsonl", "en_reuters21578.jsonl"),
     "zh": ("zh_sogou_smarty.jsonl",),
+}
+SAMPLE_CORPUS_FILES: dict[str, tuple[str, ...]] = {
+    "en": ("en_sample_sotu.jsonl",),
+    "zh": ("zh_sample_classics.jsonl",),
 }
 MIN_BODY_CHARS = {"en": 60, "zh": 40}
 CORPUS_DUP_THRESHOLD = 0.5
@@ -430,6 +445,28 @@ class Corpus:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
+def resolve_data_dir(source: str = "auto") -> Path:
+    """The folder holding ``corpora/`` for a source (see the module docstring for the rule)."""
+    if source not in SOURCES:
+        raise ValueError(f"unknown corpus source {source!r}: expected one of {', '.join(SOURCES)}")
+    if source == "sample" or (source == "auto" and not eval_data_available("corpora")):
+        return SAMPLE_DATA_DIR
+    if not eval_data_available("corpora"):
+        raise FileNotFoundError(missing_reason("corpora"))
+    return eval_data_dir()
+
+
+def corpus_files(root: Path) -> dict[str, tuple[str, ...]]:
+    """The eval layout (BBC/Reuters/Sogou) where its first file exists, else the sample layout."""
+    for files in (CORPUS_FILES, SAMPLE_CORPUS_FILES):
+        if (root / "corpora" / files["en"][0]).is_file():
+            return files
+    raise FileNotFoundError(
+        f"no corpus under {root / 'corpora'}: expected {CORPUS_FILES['en'][0]} (evaluation data) "
+        f"or {SAMPLE_CORPUS_FILES['en'][0]} (the shipped sample)"
+    )
+
+
 @functools.lru_cache(maxsize=4)
 def _load_corpus_cached(data_dir: str) -> Corpus:
     root = Path(data_dir)
@@ -437,7 +474,7 @@ def _load_corpus_cached(data_dir: str) -> Corpus:
     variants: dict[str, tuple[tuple[Article, float], ...]] = {}
     sentences: dict[str, tuple[str, ...]] = {}
     stats: dict[str, Any] = {}
-    for lang, files in CORPUS_FILES.items():
+    for lang, files in corpus_files(root).items():
         loaded: list[Article] = []
         skipped = 0
         for name in files:
@@ -455,9 +492,12 @@ def _load_corpus_cached(data_dir: str) -> Corpus:
     return Corpus(articles=articles, variants=variants, sentences=sentences, stats=stats)
 
 
-def load_corpus(data_dir: Path | None = None) -> Corpus:
-    """Real articles (deduplicated), their natural duplicates and sentence pools; cached per process."""
-    return _load_corpus_cached(str(Path(data_dir or DEFAULT_DATA_DIR).resolve()))
+def load_corpus(data_dir: Path | None = None, source: str = "auto") -> Corpus:
+    """Real articles (deduplicated), their natural duplicates and sentence pools; cached per process.
+
+    ``data_dir`` (a folder with ``corpora/``) wins over ``source``.
+    """
+    return _load_corpus_cached(str(Path(data_dir or resolve_data_dir(source)).resolve()))
 
 
 class ArticleStream:

@@ -74,6 +74,8 @@ import pyarrow.parquet as pq
 import xxhash
 
 from bench.corpus import (
+    SAMPLE_DATA_DIR,
+    SOURCES,
     Article,
     ArticleStream,
     Corpus,
@@ -82,7 +84,9 @@ from bench.corpus import (
     jaccard,
     load_corpus,
     render_body,
+    resolve_data_dir,
 )
+from bench.evaldata import eval_data_dir
 
 KINDS = (
     "original",
@@ -1323,12 +1327,15 @@ def generate_crawl(
     *,
     mix: Mix | Mapping[str, float] | None = None,
     data_dir: Path | None = None,
+    source: str = "auto",
 ) -> GeneratedCrawl:
     """Generate ``hours`` hourly partitions of ``n_docs_per_hour`` documents plus the truth file.
 
     ``out_root/crawl`` is replaced when ``out_root`` holds an earlier generator run (its manifest);
     an unrelated existing ``crawl`` directory is refused rather than deleted. ``truth.parquet`` is
-    written last, so its presence means the crawl is complete.
+    written last, so its presence means the crawl is complete. Source texts come from ``data_dir``
+    when given, else from ``bench.corpus.resolve_data_dir(source)`` (auto: eval data when present,
+    else the shipped sample corpus).
     """
     t0 = time.perf_counter()
     if n_docs_per_hour < 1 or hours < 1:
@@ -1346,7 +1353,8 @@ def generate_crawl(
         if crawl_root.exists():
             shutil.rmtree(crawl_root)
     start_dt = _parse_start(start)
-    corpus = load_corpus(data_dir)
+    corpus_dir = Path(data_dir) if data_dir is not None else resolve_data_dir(source)
+    corpus = load_corpus(corpus_dir)
     gen = _Generator(corpus, mix, seed, start_dt)
     for h in range(hours):
         gen.hour(h, n_docs_per_hour)
@@ -1367,6 +1375,8 @@ def generate_crawl(
             lang: {"real": s.used_real, "synthetic": s.used_synthetic} for lang, s in gen.streams.items()
         },
         "corpus": corpus.stats,
+        # Which texts, without this machine's path: "sample", "eval" or the given folder's name.
+        "corpus_source": _source_label(corpus_dir),
     }
     # The manifest goes first: it marks out_root as ours, so a rerun after a crash mid-write may
     # replace the partial crawl.
@@ -1395,6 +1405,14 @@ def generate_crawl(
     )
 
 
+def _source_label(corpus_dir: Path) -> str:
+    if corpus_dir.resolve() == SAMPLE_DATA_DIR:
+        return "sample"
+    if corpus_dir.resolve() == eval_data_dir().resolve():
+        return "eval"
+    return corpus_dir.name
+
+
 def _parse_mix(text: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for item in filter(None, (x.strip() for x in text.split(","))):
@@ -1411,7 +1429,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--start", default="2026-12-01T00", help="first hour, YYYY-MM-DDTHH (UTC)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--mix", default="", help="overrides, e.g. near_copy=0.25,cross_hour=0.5")
-    parser.add_argument("--data-dir", type=Path, default=None, help="shared data dir (corpora/, pairs/)")
+    parser.add_argument(
+        "--source",
+        choices=SOURCES,
+        default="auto",
+        help="source texts: eval (research corpora under $DEDUP_EVAL_DATA), sample (shipped in "
+        "bench/sample_corpus), auto (eval when present, else sample; the default)",
+    )
+    parser.add_argument("--data-dir", type=Path, default=None, help="a folder with corpora/ (and pairs/); overrides --source")
     args = parser.parse_args(argv)
     result = generate_crawl(
         args.out,
@@ -1421,11 +1446,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.start,
         mix=_parse_mix(args.mix),
         data_dir=args.data_dir,
+        source=args.source,
     )
     summary = {
         "out": str(result.root),
         "batches": list(result.batch_ids),
         "docs": result.n_docs,
+        "corpus_source": json.loads((result.root / "generate_manifest.json").read_text())["corpus_source"],
         "kind_counts": result.kind_counts,
         "seconds": round(result.seconds, 1),
     }

@@ -1,6 +1,6 @@
 """Pair scorer for the L4 embedders: ``python -m bench pairs`` (wired by bench/__main__.py) or ``main(argv)``.
 
-Reads the labelled sentence/document pairs under ``shared/data/pairs`` (``*.jsonl``: id, dataset, split,
+Reads the labelled sentence/document pairs under ``<eval data>/pairs`` (``bench.evaldata``: ``$DEDUP_EVAL_DATA``) (``*.jsonl``: id, dataset, split,
 lang, text1, text2, label, label_type) and, per embedder and language, reports ROC-AUC, precision and
 recall at the semantic layer's threshold (0.92), and the lowest threshold whose precision is >= 0.95.
 That threshold is tuned on train/dev files only and then applied to the test files (SOURCES.md: never
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import time
 from pathlib import Path
@@ -24,7 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-DEFAULT_PAIRS = Path(os.environ.get("DEDUP_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")) / "pairs"
+from bench.evaldata import eval_data_dir, missing_reason
+
+DEFAULT_PAIRS = eval_data_dir() / "pairs"
 THRESHOLD = 0.92
 TARGET_PRECISION = 0.95
 TUNE = {
@@ -246,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {f for group in (TUNE, TEST) for files in group.values() for f in files}
     data = {p.stem: load(p, args.per_file, args.seed) for p in sorted(args.pairs.glob("*.jsonl")) if p.stem in wanted}
     if not data:
-        parser.error(f"no pair files under {args.pairs}")
+        parser.error(missing_reason("pairs") if args.pairs == DEFAULT_PAIRS else f"no pair files under {args.pairs}")
     long_cuts = tuple(int(c) for c in args.long_cuts.split(",") if c.strip())
     started = time.perf_counter()
     results = {}

@@ -1,4 +1,9 @@
-"""Shared fixtures: real Parquet batches built from the shared news corpora or from small texts."""
+"""Shared fixtures: real Parquet batches built from news-like corpora or from small texts.
+
+Articles come from the evaluation corpora when present (``bench.evaldata``: ``$DEDUP_EVAL_DATA``) and
+otherwise from the redistributable sample corpus shipped in ``bench/sample_corpus``, so these tests
+run on a clean clone too.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from bench.corpus import SAMPLE_DATA_DIR
+from bench.evaldata import eval_data_dir
+
 REPO = Path(__file__).resolve().parents[1]
 
 # Airflow reads its home at import: give the test session a private one before anything imports it.
@@ -21,14 +29,22 @@ if "AIRFLOW_HOME" not in os.environ or os.environ.get("CI"):
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
-SHARED_DATA = Path(os.environ.get("DEDUP_SHARED_DATA", REPO.parent / "shared" / "data"))
 BASE_TIME = pd.Timestamp("2026-12-01T00:00:00Z")
 
 
+# The shipped sample file standing in for each evaluation corpus (same language, article-sized texts).
+SAMPLE_STAND_IN = {
+    "en_reuters21578.jsonl": "en_sample_sotu.jsonl",
+    "en_bbc_news.jsonl": "en_sample_sotu.jsonl",
+    "zh_sogou_smarty.jsonl": "zh_sample_classics.jsonl",
+}
+
+
 def corpus_articles(name: str, limit: int) -> list[dict]:
-    path = SHARED_DATA / "corpora" / name
+    """Up to ``limit`` articles of >= 300 characters from eval corpus ``name``, else its sample stand-in."""
+    path = eval_data_dir() / "corpora" / name
     if not path.exists():
-        pytest.skip(f"shared corpus {path} not available")
+        path = SAMPLE_DATA_DIR / "corpora" / SAMPLE_STAND_IN[name]
     out = []
     with path.open() as fh:
         for line in fh:

@@ -1,4 +1,4 @@
-"""Fixtures for the benchmark tests: a small copy of the shared data, and one generated crawl.
+"""Fixtures for the benchmark tests: a small copy of the evaluation data, and one generated crawl.
 
 The real corpora take ~10 s to load and fold; a few hundred lines of each keep the suite at a few
 seconds while running exactly the same code paths (real and synthetic articles, natural duplicates).
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.corpus import DEFAULT_DATA_DIR
+from bench.evaldata import eval_data_available, eval_data_dir, missing_reason
 from bench.generate import GeneratedCrawl, generate_crawl
 
 DOCS_PER_HOUR = 300
@@ -27,11 +27,12 @@ _SUBSET = {
 
 @pytest.fixture(scope="session")
 def mini_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not (DEFAULT_DATA_DIR / "corpora").is_dir():
-        pytest.skip(f"shared data not found at {DEFAULT_DATA_DIR}")
+    # These tests check the eval corpora's own traits (natural duplicates, held-out pair files).
+    if not eval_data_available("corpora"):
+        pytest.skip(missing_reason("corpora"))
     root = tmp_path_factory.mktemp("data")
     for rel, n in _SUBSET.items():
-        src = DEFAULT_DATA_DIR / rel
+        src = eval_data_dir() / rel
         dst = root / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         with src.open(encoding="utf-8") as fh:

@@ -334,3 +334,22 @@ def test_corpus_duplicates_are_folded() -> None:
     assert [a.id for a in reps] == ["a", "b"]
     assert sorted(v.id for v, _ in variants["a"]) == ["c", "d"]
     assert stats["variants"] == 2
+
+
+def test_sample_source_needs_no_evaluation_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench.corpus import SAMPLE_DATA_DIR, resolve_data_dir
+    from bench.generate import main
+
+    monkeypatch.setenv("DEDUP_EVAL_DATA", str(tmp_path / "absent"))
+    assert resolve_data_dir("auto") == SAMPLE_DATA_DIR
+    with pytest.raises(FileNotFoundError, match="DEDUP_EVAL_DATA"):
+        resolve_data_dir("eval")
+    assert main(["--source", "sample", "--docs", "150", "--hours", "2", "--out", str(tmp_path / "out")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["corpus_source"] == "sample"
+    # Every planted kind but corpus_dup (the sample corpus has no natural duplicates).
+    assert {k for k, n in summary["kind_counts"].items() if n} == set(KINDS) - {"corpus_dup"}
+    truth = pd.read_parquet(tmp_path / "out" / "truth.parquet")
+    assert len(truth) == 300
