@@ -98,8 +98,9 @@ KINDS = (
     "short_distinct",
     "url_update",
 )
-DUPLICATE_KINDS = frozenset({"url_repeat", "exact_copy", "near_copy", "corpus_dup"})
-MUST_KEEP_KINDS = frozenset({"template_distinct", "short_distinct", "url_update"})
+# "reworded" / "same_topic" are planted from real paraphrase pairs by bench.reworded, not generated here.
+DUPLICATE_KINDS = frozenset({"url_repeat", "exact_copy", "near_copy", "corpus_dup", "reworded"})
+MUST_KEEP_KINDS = frozenset({"template_distinct", "short_distinct", "url_update", "same_topic"})
 NEAR_BANDS: tuple[tuple[float, float], ...] = ((0.5, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.0))
 TRACKING_PARAMS = ("gclid", "fbclid")  # plus every utm_* parameter
 

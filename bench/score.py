@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-DUPLICATE_KINDS = ("url_repeat", "exact_copy", "near_copy", "corpus_dup")
+DUPLICATE_KINDS = ("url_repeat", "exact_copy", "near_copy", "corpus_dup", "reworded")  # reworded: bench.reworded
 MUST_KEEP_KINDS = ("template_distinct", "short_distinct", "url_update")
 NEAR_BANDS: tuple[tuple[str, float, float], ...] = (
     ("0.5-0.7", 0.5, 0.7),

@@ -15,6 +15,7 @@ with other jobs: treat them as indicative.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import time
 from typing import Any
@@ -24,7 +25,9 @@ import pandas as pd
 from bench.__main__ import SIZES, WORK, crawl, hour_ids, write_result
 
 
-def run(size: str, seed: int = 0, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def run(
+    size: str, seed: int = 0, overrides: dict[str, Any] | None = None, hours: int | None = None, reworded: str | None = None
+) -> dict[str, Any]:
     from bench.score import score
     from dedup_tasks.config import DedupConfig
     from dedup_tasks.io import BatchPaths, read_input
@@ -32,7 +35,13 @@ def run(size: str, seed: int = 0, overrides: dict[str, Any] | None = None) -> di
     from dedup_tasks.registry.base import MemoryRegistry
 
     spec = SIZES[size]
-    root = crawl(spec["docs"], spec["hours"], seed)
+    n_hours = hours or spec["hours"]
+    root = crawl(spec["docs"], n_hours, seed)
+    if reworded:
+        from bench.reworded import plant
+
+        # Rewrites and same-topic negatives from real paraphrase pairs, planted in every hour.
+        root = plant(root, WORK / f"crawl-{spec['docs']}x{n_hours}-seed{seed}-reworded-{reworded}", reworded, seed=seed)
     out = WORK / f"semantic-{size}-seed{seed}"
     shutil.rmtree(out, ignore_errors=True)
     config = DedupConfig(root=str(out), **(overrides or {}))
@@ -41,9 +50,9 @@ def run(size: str, seed: int = 0, overrides: dict[str, Any] | None = None) -> di
     decisions, hours = [], []
     for batch_id in hour_ids(root):
         table, _ = read_input(BatchPaths(root, batch_id).input)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         result = run_batch(table, batch_id, config, registry)
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         publish(BatchPaths(out, batch_id), result)
         decisions.append(result.decisions.to_pandas())
         sem = next((s for s in result.summary.layers if s.layer == "semantic"), None)
@@ -53,6 +62,8 @@ def run(size: str, seed: int = 0, overrides: dict[str, Any] | None = None) -> di
                 "batch_id": batch_id,
                 "docs": table.num_rows,
                 "batch_seconds": round(wall, 1),
+                "batch_cpu_seconds": round(cpu, 1),
+                "load_average": list(os.getloadavg()),
                 "semantic_rows_in": sem.rows_in if sem else 0,
                 "semantic_dropped": sem.dropped if sem else 0,
                 "semantic_seconds": round(sem.seconds, 1) if sem else 0.0,
@@ -87,6 +98,8 @@ def run(size: str, seed: int = 0, overrides: dict[str, Any] | None = None) -> di
             "cosine_min": float(g["score"].min()),
             "threshold": sorted(set(g["threshold"].dropna().round(4).tolist())),
         }
+    if reworded:
+        data_reworded = reworded_table(dec, truth)
     keys = ("precision", "recall", "f1", "false_drop_rate", "must_keep_false_drop_rate", "by_lang", "recall_near_by_band")
     data = {
         "size": size,
@@ -98,6 +111,8 @@ def run(size: str, seed: int = 0, overrides: dict[str, Any] | None = None) -> di
         "extra_true_duplicates": with_l4["counts"]["tp"] - base["counts"]["tp"],
         "extra_false_drops": with_l4["counts"]["fp"] - base["counts"]["fp"],
         "semantic_drops_by_lang": by_lang,
+        "reworded": data_reworded if reworded else None,
+        "reworded_split": reworded,
         "note": "wall seconds on 2 shared cores (other engineers' jobs running): indicative only",
     }
     print(
@@ -108,17 +123,49 @@ def run(size: str, seed: int = 0, overrides: dict[str, Any] | None = None) -> di
     return data
 
 
+def reworded_table(dec: pd.DataFrame, truth: pd.DataFrame) -> dict[str, Any]:
+    """Per language: L4's recall on the rewrites, its precision, false drops on the same-topic negatives."""
+    t = truth.assign(doc_id=truth["doc_id"].astype(str)).set_index("doc_id")
+    d = dec.assign(doc_id=dec["doc_id"].astype(str)).join(t[["lang", "kind", "is_duplicate"]], on="doc_id", rsuffix="_t")
+    lang_col = "lang_t" if "lang_t" in d.columns else "lang"
+    dropped = d["action"].eq("drop")
+    l4 = dropped & d["layer"].eq("semantic")
+    out: dict[str, Any] = {}
+    for lang, g in d.groupby(lang_col):
+        rw, neg = g["kind"].eq("reworded"), g["kind"].eq("same_topic")
+        l4g = l4[g.index]
+        n_l4 = int(l4g.sum())
+        true_l4 = int((l4g & g["is_duplicate"].astype(bool)).sum())
+        out[str(lang)] = {
+            "reworded": int(rw.sum()),
+            "reworded_dropped_any_layer": int((rw & dropped[g.index]).sum()),
+            "reworded_dropped_L4": int((rw & l4g).sum()),
+            "L4_recall_reworded": float((rw & l4g).sum() / max(int(rw.sum()), 1)),
+            "L4_drops": n_l4,
+            "L4_precision": float(true_l4 / n_l4) if n_l4 else None,
+            "same_topic": int(neg.sum()),
+            "same_topic_false_drops": int((neg & dropped[g.index]).sum()),
+            "same_topic_false_drop_rate": float((neg & dropped[g.index]).sum() / max(int(neg.sum()), 1)),
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench semantic")
     parser.add_argument("--size", choices=list(SIZES), default="small")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="DedupConfig override")
     parser.add_argument("--name", default=None, help="result name (default semantic-<size>)")
+    parser.add_argument("--hours", type=int, default=None, help="hours of the crawl (default: the size's)")
+    parser.add_argument(
+        "--reworded", choices=["dev", "test"], default=None,
+        help="plant the reworded kind from the train/dev (tuning) or test (reporting only) paraphrase files",
+    )
     args = parser.parse_args(argv)
     from dedup_tasks.config import DedupConfig
 
     overrides = dict(kv.split("=", 1) for kv in args.set)
     typed = DedupConfig.from_mapping(overrides).decision_fields() if overrides else {}
-    data = run(args.size, args.seed, {k: typed[k] for k in overrides})
+    data = run(args.size, args.seed, {k: typed[k] for k in overrides}, hours=args.hours, reworded=args.reworded)
     write_result(args.name or f"semantic-{args.size}", data)
     return 0

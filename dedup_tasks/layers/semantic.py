@@ -19,6 +19,7 @@ later layer dropped is not a kept document and is never matched.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dedup_tasks.embed.embedders import document_text, get_embedder, model_id_for
+from dedup_tasks.embed.sketch import SKETCH_MODEL_ID, story_sketches
 from dedup_tasks.io import partition_of
 from dedup_tasks.layers.base import Drops, Layer, LayerContext, LayerOutput, strings_np
 from dedup_tasks.registry.embeddings import EmbeddingStore, store_for
@@ -50,7 +52,10 @@ class SemanticLayer(Layer):
 
     def run(self, batch: pa.Table, ctx: LayerContext) -> LayerOutput:
         self._drop_thresholds = np.empty(0)
+        cpu = time.process_time()
         out = super().run(batch, ctx)
+        # CPU seconds of the whole process while L4 ran (every thread): the machine-load-proof cost.
+        self._stats["cpu_seconds"] = round(time.process_time() - cpu, 3)
         # summary.json's "documents embedded" comes from here (the pipeline reads stats.extra).
         out.stats.extra.update(self._stats)
         return out
@@ -74,7 +79,8 @@ class SemanticLayer(Layer):
         return np.array([by_lang[lang] for lang in langs], float)
 
     def _embedder(self):
-        return get_embedder(self.config.embedder, max_tokens=self.config.embed_max_tokens, threads=self.config.embed_threads)
+        cfg = self.config
+        return get_embedder(cfg.embedder, max_tokens=cfg.embed_max_tokens, threads=cfg.embed_threads, device=cfg.embed_device)
 
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         self._stats = {"embedded": 0, "suspects": 0, "model_id": None, "cached": 0}
@@ -117,7 +123,9 @@ class SemanticLayer(Layer):
         new = np.zeros((0, dim), np.float32)
         if len(todo):
             embedder = self._embedder()
+            started = time.perf_counter()
             new = embedder.encode([t for t in texts if t is not None])
+            self._stats["embed_seconds"] = round(self._stats.get("embed_seconds", 0.0) + time.perf_counter() - started, 3)
             self._stats["embedded"] += len(todo)
             store.put(model_id, doc_ids[todo], batch_ids[todo], new)
             dim = new.shape[1]
@@ -190,8 +198,71 @@ class SemanticLayer(Layer):
             return np.empty(0, np.int64), np.empty(0, object), np.empty(0, object)
         return np.concatenate(rows), np.concatenate(docs), np.concatenate(batches)
 
+    def sketch_pairs(
+        self, batch: pa.Table, ctx: LayerContext, store: EmbeddingStore, sketches: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(row, candidate doc_id, candidate batch_id, sketch cosine) of every rewrite candidate.
+
+        A row's candidates are its ``semantic_sketch_neighbours`` nearest story sketches at cosine >=
+        ``semantic_sketch_min`` among the earlier rows of this batch and the kept documents of earlier
+        batches (their sketches are in the store, written once when their batch ran). Nothing here
+        depends on a lexical near miss: a rewrite shares its names and content words, not its shingles.
+        """
+        from dedup_tasks.embed.faiss_index import search_flat
+
+        cfg = self.config
+        k = int(cfg.semantic_sketch_neighbours)
+        low = float(cfg.semantic_sketch_min)
+        doc_ids = strings_np(batch, "doc_id")
+        valid = np.flatnonzero(np.abs(sketches).sum(axis=1) > 0)
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        if len(valid) > 1:
+            # k + 1: the row finds itself first.
+            scores, idx = search_flat(sketches[valid], sketches[valid], k + 1)
+            cand = np.where(idx >= 0, valid[np.maximum(idx, 0)], -1)
+            keep = (idx >= 0) & (cand < valid[:, None]) & (scores >= low)
+            q, j = np.nonzero(keep)
+            parts.append((valid[q], doc_ids[cand[q, j]].astype(object), np.full(len(q), ctx.batch_id, object), scores[q, j]))
+        prior_doc, prior_batch, prior_vec = store.scan(SKETCH_MODEL_ID, before_batch=ctx.batch_id)
+        if len(prior_doc) and len(valid) and prior_vec.shape[1] == sketches.shape[1]:
+            scores, idx = search_flat(prior_vec, sketches[valid], k)
+            keep = (idx >= 0) & (scores >= low)
+            q, j = np.nonzero(keep)
+            hit = idx[q, j]
+            parts.append((valid[q], prior_doc[hit].astype(object), prior_batch[hit].astype(object), scores[q, j]))
+        if not parts:
+            return np.empty(0, np.int64), np.empty(0, object), np.empty(0, object), np.empty(0)
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))  # type: ignore[return-value]
+
     def _suspects(self, batch: pa.Table, ctx: LayerContext) -> Drops:
         sus_row, cand_doc, cand_batch = self.suspect_pairs(batch)
+        store = store_for(ctx.registry)
+        if not self.config.semantic_sketch or "_near_text" not in batch.column_names:
+            # The sketch reads the prepared near-duplicate view; a batch without it (not prepared by
+            # the pipeline) has only the L2/L3 near misses as candidates.
+            return self._confirm(batch, ctx, store, sus_row, cand_doc, cand_batch)
+        started = time.perf_counter()
+        sketches = story_sketches(batch, ctx.near_text)
+        s_row, s_doc, s_batch, _ = self.sketch_pairs(batch, ctx, store, sketches)
+        self._stats["sketch_seconds"] = round(time.perf_counter() - started, 3)
+        self._stats["sketch_pairs"] = len(s_row)
+        drops = self._confirm(
+            batch, ctx, store, np.concatenate([sus_row, s_row]).astype(np.int64),
+            np.concatenate([cand_doc, s_doc]).astype(object), np.concatenate([cand_batch, s_batch]).astype(object),
+        )
+        # The story sketch of every document this layer keeps, stored once: later batches search them.
+        kept = np.ones(batch.num_rows, bool)
+        kept[drops.rows] = False
+        kept &= np.abs(sketches).sum(axis=1) > 0
+        rows = np.flatnonzero(kept)
+        store.put(SKETCH_MODEL_ID, strings_np(batch, "doc_id")[rows], np.full(len(rows), ctx.batch_id, object), sketches[rows])
+        return drops
+
+    def _confirm(
+        self, batch: pa.Table, ctx: LayerContext, store: EmbeddingStore,
+        sus_row: np.ndarray, cand_doc: np.ndarray, cand_batch: np.ndarray,
+    ) -> Drops:
+        """The transformer's verdict on candidate pairs: drop a row at cosine >= its language's threshold."""
         if len(sus_row) == 0:
             return Drops.none()
         n = batch.num_rows
@@ -209,7 +280,6 @@ class SemanticLayer(Layer):
             return Drops.none()
         model_id = model_id_for(self.config.embedder)
         self._stats["model_id"] = model_id
-        store = store_for(ctx.registry)
 
         # This batch's rows: the suspects and their same-batch candidates, embedded once each.
         rows = np.unique(np.concatenate([sus_row, cand_row[in_batch]]))

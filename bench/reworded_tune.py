@@ -1,0 +1,65 @@
+"""Tuning table of the reworded kind: ``python -m bench.reworded_tune dev|test [embedder max_tokens pairs]``.
+
+Per language, on up to 600 stories of the split (``bench.reworded``): the story-sketch cosine of each
+source/other pair (rewrites vs same-topic negatives), the share each ``semantic_sketch_min`` lets
+through, and, with an embedder, the transformer cosine of the first ``pairs`` pairs at each threshold.
+Prints only; tune on ``dev``, run ``test`` once to report.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+
+
+def main(argv: list[str]) -> None:
+    from bench.reworded import stories
+    from dedup_tasks.config import DedupConfig
+    from dedup_tasks.embed.sketch import story_sketches
+    from dedup_tasks.pipeline import prepare
+
+    split = argv[0]
+    emb = argv[1] if len(argv) > 1 else None
+    for lang, items in stories(split).items():
+        items = items[:600]
+        n = len(items)
+        texts = [s.source for s in items] + [s.other for s in items]
+        t = pa.table({
+            "doc_id": [f"d{i}" for i in range(2 * n)], "url": [f"https://x{i}.example/a" for i in range(2 * n)],
+            "title": [""] * (2 * n), "content": texts,
+            "fetched_at": pa.array(np.arange(2 * n) * 1000, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            "lang": [lang] * (2 * n), "site": [f"x{i}.example" for i in range(2 * n)],
+        })
+        p = prepare(t, DedupConfig())
+        cpu = time.process_time()
+        sk = story_sketches(p)
+        per_doc = (time.process_time() - cpu) / (2 * n)
+        cos = (sk[:n] * sk[n:]).sum(1)
+        dup = np.array([s.duplicate for s in items])
+        print(lang, n, f"sketch cpu/doc {per_doc * 1e6:.0f} us", "pos q10/50", np.quantile(cos[dup], [0.1, 0.5]).round(3),
+              "neg q50/90", np.quantile(cos[~dup], [0.5, 0.9]).round(3))
+        for m in (0.3, 0.4, 0.5, 0.6):
+            print("  sketch_min", m, "rewrites through", (cos[dup] >= m).mean().round(3), "negatives through", (cos[~dup] >= m).mean().round(3))
+        if not emb:
+            continue
+        from dedup_tasks.embed.embedders import get_embedder
+
+        e = get_embedder(emb, max_tokens=int(argv[2]), threads=0)
+        k = min(n, int(argv[3]) if len(argv) > 3 else 120)
+        started = time.perf_counter()
+        a, b = e.encode(texts[:k]), e.encode(texts[n : n + k])
+        wall = time.perf_counter() - started
+        c, d = (a * b).sum(1), dup[:k]
+        print("  ", emb, f"{2 * k / wall:.1f} texts/s", "pos q05/10/50", np.quantile(c[d], [0.05, 0.1, 0.5]).round(3),
+              "neg q50/90/99", np.quantile(c[~d], [0.5, 0.9, 0.99]).round(3))
+        for th in (0.9, 0.92, 0.94, 0.95, 0.96, 0.975):
+            tp, fp = int((c[d] >= th).sum()), int((c[~d] >= th).sum())
+            print("    threshold", th, "recall", round(tp / d.sum(), 3), "precision", round(tp / max(tp + fp, 1), 3),
+                  "negatives dropped", round(fp / (~d).sum(), 3))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,75 @@
+"""A cheap story fingerprint for L4 candidates: TF-IDF of words / character bigrams in a count sketch.
+
+A rewrite of a story keeps its names, numbers and rare content words but not its word order or
+most of its wording, so its shingle Jaccard is far below L3's (and no L2/L3 near miss names it).
+The weighted bag of its unigrams (English words, Chinese character bigrams) of the near-duplicate
+view (``_near_text``: folded, site boilerplate removed) still overlaps: the sketch is that bag,
+weighted ``(1 + log tf) * idf`` with the document frequency of the batch (so function words and a
+site's recurring phrases weigh little), hashed into ``SKETCH_DIM`` signed buckets (a count sketch:
+the inner product of two sketches estimates the inner product of the weighted bags, error about
+1/sqrt(dim)) and L2-normalized. The cosine of two sketches is a TF-IDF cosine, good enough to find
+the few documents worth showing the transformer; it never drops a document on its own.
+
+Cost: one pass of the MinHash shingle kernel (unigrams) plus a sort of the (document, feature)
+pairs; no model. ``bench/results/semantic-*.json`` reports it per document.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from dedup_tasks.fingerprint import kernels
+
+if TYPE_CHECKING:
+    from dedup_tasks.layers.base import NearText
+
+SKETCH_DIM = 256
+SKETCH_MODEL_ID = f"sketch:tfidf-uni-bi-{SKETCH_DIM}"
+_BUCKET_SHIFT = np.uint64(64 - int(np.log2(SKETCH_DIM)))
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _features(batch: pa.Table, cache: NearText | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(doc index, uint32 feature hash) of every English word and Chinese character bigram."""
+    # Imported here: the layers package imports this module (dedup_tasks.layers.semantic).
+    from dedup_tasks.layers.near import chunks, near_text_spans
+
+    docs, feats = [], []
+    for start, end in chunks(batch.num_rows):
+        cp, starts, ends, modes = near_text_spans(batch.slice(start, end - start), kernels.CHARS, cache=cache)
+        per_doc = kernels.count_shingles(cp, starts, ends, modes, 1, 2)
+        offsets = np.zeros(len(per_doc) + 1, np.int64)
+        np.cumsum(per_doc, out=offsets[1:])
+        feats.append(kernels.shingle_hashes(cp, starts, ends, modes, 1, 2, offsets))
+        docs.append(np.repeat(np.arange(start, end, dtype=np.int64), per_doc))
+    if not feats:
+        return np.empty(0, np.int64), np.empty(0, np.uint32)
+    return np.concatenate(docs), np.concatenate(feats)
+
+
+def story_sketches(batch: pa.Table, cache: NearText | None = None) -> np.ndarray:
+    """float32 (n, SKETCH_DIM), rows L2-normalized (all zero for a row without text)."""
+    n = batch.num_rows
+    out = np.zeros((n, SKETCH_DIM), np.float32)
+    doc, feat = _features(batch, cache)
+    if len(doc) == 0:
+        return out
+    # Distinct (document, feature) pairs with their term frequency: one sort, no Python loop.
+    key = (doc.astype(np.uint64) << np.uint64(32)) | feat.astype(np.uint64)
+    uniq, tf = np.unique(key, return_counts=True)
+    u_doc = (uniq >> np.uint64(32)).astype(np.int64)
+    u_feat = (uniq & np.uint64(0xFFFFFFFF)).astype(np.uint64)
+    f_uniq, f_inv, df = np.unique(u_feat, return_inverse=True, return_counts=True)
+    idf = np.log((n + 1.0) / (df + 1.0)) + 1.0
+    weight = (1.0 + np.log(tf)) * idf[f_inv]
+    mixed = u_feat * _MIX  # wraps mod 2^64: a multiplicative hash spreading the feature over buckets
+    bucket = (mixed >> _BUCKET_SHIFT).astype(np.int64)
+    sign = np.where((mixed >> np.uint64(31)) & np.uint64(1), 1.0, -1.0)
+    flat = np.bincount(u_doc * SKETCH_DIM + bucket, weights=sign * weight, minlength=n * SKETCH_DIM)
+    out[:] = flat.reshape(n, SKETCH_DIM)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    np.divide(out, norms, out=out, where=norms > 0)
+    return out

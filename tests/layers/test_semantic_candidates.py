@@ -1,0 +1,173 @@
+"""L4 rewrite candidates (story sketches), vectors stored once across hours, and the embedder device."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from dedup_tasks.config import DedupConfig
+from dedup_tasks.embed.embedders import register_embedder, resolve_device
+from dedup_tasks.embed.sketch import SKETCH_DIM, SKETCH_MODEL_ID, story_sketches
+from dedup_tasks.layers.base import LayerContext
+from dedup_tasks.layers.semantic import SemanticLayer
+from dedup_tasks.pipeline import prepare
+from dedup_tasks.registry.base import MemoryRegistry
+from dedup_tasks.registry.embeddings import store_for
+from tests.embed.fakes import FakeEmbedder
+
+B0, B1 = "2026-12-01T00", "2026-12-01T01"
+
+STORY = (
+    "Shares of Northwind Traders fell 14 percent on Monday after the company cut its annual forecast, "
+    "blaming weak demand in Europe and a strike at its Rotterdam warehouse. Chief executive Maria Olsen "
+    "said the strike would cost about 40 million euros."
+)
+# The same story in other words: few three-word shingles in common, the names and facts all there.
+REWRITE = (
+    "Northwind Traders stock dropped 14 percent Monday when the firm lowered its forecast for the year. "
+    "It pointed to soft European demand and a walkout at the Rotterdam warehouse, which Maria Olsen, "
+    "the chief executive, put at roughly 40 million euros."
+)
+REWRITE_2 = (
+    "A strike at the Rotterdam warehouse and weak demand in Europe led Northwind Traders to cut its "
+    "forecast; the stock lost 14 percent on Monday. Maria Olsen, chief executive, estimated the strike's "
+    "cost at 40 million euros."
+)
+UNRELATED = (
+    "A rare orchid thought extinct for a century was found growing on a cliff in the national park, "
+    "botanists said, and seeds will be stored in a seed bank to protect the species."
+)
+OTHER = (
+    "The city council approved a new budget on Tuesday that raises spending on public transport by "
+    "twelve percent and adds three bus lines in the northern districts of the capital."
+)
+
+
+def batch_of(texts: list[str], prefix: str, hour: int = 0) -> pa.Table:
+    n = len(texts)
+    start = datetime(2026, 12, 1, hour, tzinfo=UTC)
+    raw = pa.table({
+        "doc_id": [f"{prefix}{i}" for i in range(n)],
+        "url": [f"https://site{i}.{prefix}.example/story-{i}" for i in range(n)],
+        "title": [None] * n,
+        "content": texts,
+        "fetched_at": pa.array([start + timedelta(minutes=i) for i in range(n)], pa.timestamp("us", tz="UTC")),
+        "lang": ["en"] * n,
+        "site": [f"site{i}.{prefix}.example" for i in range(n)],
+    })
+    return prepare(raw, DedupConfig())
+
+
+@pytest.fixture
+def fake():
+    embedder = FakeEmbedder()
+    register_embedder("fake", embedder)
+    yield embedder
+    register_embedder("fake", None)
+
+
+def config(**kw) -> DedupConfig:
+    kw.setdefault("semantic_sketch_min", 0.3)
+    kw.setdefault("semantic_sketch", True)
+    # The trigram fake scores a rewrite ~0.6 and unrelated text ~0.2: its own threshold.
+    return DedupConfig(embedder="fake", semantic_threshold=0.5, semantic_threshold_en=0.5, **kw)
+
+
+def shingle_jaccard(a: str, b: str, n: int = 3) -> float:
+    def grams(t: str) -> set[tuple[str, ...]]:
+        w = t.lower().replace(",", " ").replace(".", " ").split()
+        return {tuple(w[i : i + n]) for i in range(len(w) - n + 1)}
+
+    x, y = grams(a), grams(b)
+    return len(x & y) / len(x | y)
+
+
+def test_sketch_scores_a_rewrite_above_unrelated_text() -> None:
+    assert shingle_jaccard(STORY, REWRITE) < 0.2  # far below any L3 near miss: only the sketch can find it
+    sk = story_sketches(batch_of([STORY, REWRITE, UNRELATED, OTHER], "s"))
+    assert sk.shape == (4, SKETCH_DIM) and np.allclose(np.linalg.norm(sk, axis=1), 1.0, atol=1e-5)
+    # Four documents make a poor IDF (real batches have thousands); the order is what matters.
+    assert sk[0] @ sk[1] > 0.4
+    assert max(sk[0] @ sk[2], sk[0] @ sk[3], sk[1] @ sk[2], sk[1] @ sk[3]) < 0.2
+
+
+def test_sketch_of_a_row_without_text_is_zero() -> None:
+    sk = story_sketches(batch_of([STORY, ""], "e"))
+    assert not sk[1].any()
+
+
+def test_candidates_come_from_earlier_rows_and_earlier_batches_without_near_misses() -> None:
+    registry = MemoryRegistry()
+    cfg = DedupConfig(semantic_sketch_min=0.3)
+    store = store_for(registry)
+    layer = SemanticLayer(cfg)
+    b0 = batch_of([STORY, UNRELATED], "a")
+    store.put(SKETCH_MODEL_ID, np.array(["a0", "a1"], object), np.array([B0, B0], object), story_sketches(b0))
+    b1 = batch_of([OTHER, REWRITE, REWRITE_2], "b", hour=1)
+    rows, docs, batches, scores = layer.sketch_pairs(b1, LayerContext(B1, cfg, registry), store, story_sketches(b1))
+    pairs = {(int(r), str(d), str(b)) for r, d, b in zip(rows, docs, batches, strict=True)}
+    assert (1, "a0", B0) in pairs and (2, "a0", B0) in pairs  # both rewrites find the earlier story
+    assert (2, "b1", B1) in pairs  # and the second finds the first, an earlier row of its batch
+    assert not any(r == 0 for r, _, _ in pairs)  # the unrelated row has no candidate
+    assert not any(d == "a1" for _, d, _ in pairs)
+    assert (scores >= 0.3).all()
+    # Never a later row of the batch, never a batch that is not earlier.
+    assert all(b == B0 or int(d[1:]) < r for r, d, b in pairs)
+
+
+def test_rewrite_is_dropped_and_kept_sketches_are_stored_once(fake) -> None:
+    registry = MemoryRegistry()
+    cfg = config()
+    b0 = batch_of([STORY, UNRELATED, REWRITE], "a")
+    out = SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, registry))
+    assert [(r["doc_id"], r["matched_doc_id"]) for r in out.drops.to_pylist()] == [("a2", "a0")]
+    docs, batches, vectors = store_for(registry).scan(SKETCH_MODEL_ID)
+    # Every kept document's sketch, none of the dropped rewrite.
+    assert sorted(docs.tolist()) == ["a0", "a1"] and set(batches.tolist()) == {B0}
+    assert out.stats.extra["sketch_pairs"] >= 1
+
+
+def test_second_hour_embeds_no_earlier_document_again(fake) -> None:
+    registry = MemoryRegistry()
+    cfg = config()
+    b0 = batch_of([STORY, UNRELATED, REWRITE], "a")
+    SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, registry))
+    first = list(fake.encoded)
+    assert sorted(first) == sorted(b0.column("_near_text").to_pylist()[i] for i in (0, 2))
+    fake.calls.clear()
+    b1 = batch_of([OTHER, REWRITE_2], "b", hour=1)
+    out = SemanticLayer(cfg).run(b1, LayerContext(B1, cfg, registry))
+    # Hour 01's rewrite matches hour 00's story from the stored vector: only its own text is embedded.
+    assert fake.encoded == [b1.column("_near_text").to_pylist()[1]]
+    assert [(r["doc_id"], r["matched_doc_id"], r["matched_batch_id"]) for r in out.drops.to_pylist()] == [("b1", "a0", B0)]
+    assert out.stats.extra["cached"] >= 1
+
+
+def test_sketch_candidates_are_opt_in(fake) -> None:
+    assert DedupConfig().semantic_sketch is False
+    registry = MemoryRegistry()
+    cfg = config(semantic_sketch=False)
+    out = SemanticLayer(cfg).run(batch_of([STORY, UNRELATED, REWRITE], "a"), LayerContext(B0, cfg, registry))
+    assert out.drops.num_rows == 0 and fake.encoded == []
+
+
+def test_device_auto_is_cpu_without_cuda() -> None:
+    torch = pytest.importorskip("torch")
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("cpu") == "cpu"
+
+
+def test_sentence_transformers_runs_on_cuda_when_present() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device on this machine")
+    from dedup_tasks.embed.embedders import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder(device="auto")
+    assert embedder.device == "cuda"
+    assert str(next(embedder._model.parameters()).device).startswith("cuda")
+    vectors = embedder.encode([STORY, REWRITE])
+    assert vectors.shape == (2, embedder.dim)
