@@ -57,9 +57,9 @@ def _cpus() -> int:
 
 def crawl(docs: int, hours: int, seed: int = 0) -> Path:
     """A generated crawl, cached under bench/work by its parameters."""
-    from bench.generate import generate_crawl
+    from bench.generate import GENERATOR_VERSION, generate_crawl
 
-    root = WORK / f"crawl-{docs}x{hours}-seed{seed}"
+    root = WORK / f"crawl-{docs}x{hours}-seed{seed}-g{GENERATOR_VERSION}"
     if not (root / "truth.parquet").exists():
         generate_crawl(root, docs, hours=hours, seed=seed)
     return root
@@ -326,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "throughput":
         cmd_throughput(args.docs, args.seed, args.processes)
         return 0
-    peers = args.peers.split(",") if args.peers else None
+    # "--peers none": ours only.
+    peers = [p for p in args.peers.split(",") if p != "none"] if args.peers else None
     started = time.perf_counter()
     cmd_quality(args.size, args.seed, peers)
     if args.command == "all":
