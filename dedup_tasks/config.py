@@ -73,11 +73,22 @@ class DedupConfig:
 
     # L3 MinHash + LSH
     minhash_num_perm: int = 128
-    minhash_bands: int = 21
-    minhash_rows: int = 6
+    # 42 bands x 3 rows: P(candidate | J) = 1 - (1 - J^3)^42 is 0.996 at J 0.5, 0.68 at 0.3, 0.04 at 0.1
+    # (docs/near-copies.md); every candidate is then settled by the verifier below.
+    minhash_bands: int = 42
+    minhash_rows: int = 3
     minhash_seed: int = 1
-    minhash_threshold: float = 0.8
+    minhash_threshold: float = 0.8  # Jaccard at which a pair is a copy without further evidence
+    # The verifier (fingerprint.candidates.Verifier): from Jaccard minhash_verify_min_jaccard, a pair
+    # is a copy when one document covers minhash_min_coverage of the other's shingles; a page kept as
+    # a URL update is dropped only at Jaccard >= minhash_update_jaccard.
+    minhash_verify_min_jaccard: float = 0.5
+    minhash_min_coverage: float = 0.85
+    minhash_update_jaccard: float = 0.9
     zh_shingle_chars: int = 5
+    # English shingles: "chars" (character n-grams of zh_shingle_chars, spaces dropped: a typo breaks
+    # five of them, not every word n-gram holding the word) or "words" (en_shingle_words-grams).
+    en_shingles: str = "chars"
     en_shingle_words: int = 3
 
     # L4 semantic
@@ -123,6 +134,10 @@ class DedupConfig:
             raise ConfigError("the semantic_suspect_* bands must lie inside the recorded suspect_* bands")
         if self.semantic_mode not in ("suspects", "full"):
             raise ConfigError("semantic_mode must be 'suspects' or 'full'")
+        if self.en_shingles not in ("chars", "words"):
+            raise ConfigError("en_shingles must be 'chars' or 'words'")
+        if not 0.0 < self.minhash_verify_min_jaccard <= self.minhash_threshold <= self.minhash_update_jaccard <= 1.0:
+            raise ConfigError("need 0 < minhash_verify_min_jaccard <= minhash_threshold <= minhash_update_jaccard <= 1")
         if self.simhash_zh_features not in ("char2", "jieba"):
             raise ConfigError("simhash_zh_features must be 'char2' or 'jieba'")
         if self.embed_threads < 0:

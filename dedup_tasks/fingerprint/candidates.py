@@ -27,6 +27,41 @@ class StreamResult:
     score: np.ndarray  # float64 score of that match (NaN if kept)
     suspect: np.ndarray  # int64 best near-miss candidate row, -1 if none
     suspect_score: np.ndarray  # float64
+    # Of the match (MinHash with shingle sets; NaN otherwise): share of the newer document's
+    # shingles found in the earlier one, and of the earlier one's found in the newer.
+    covers_newer: np.ndarray | None = None
+    covers_earlier: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """A reader's rule for a candidate pair, on shingle sets (character 5-grams by default).
+
+    A pair is a copy when its Jaccard reaches ``accept_jaccard``, or when it reaches ``min_jaccard``
+    and one document is covered by the other: the newer by the earlier (truncation, deleted
+    sentences) or the earlier by the newer (added boilerplate, inserted sentences), up to typos.
+    ``strict`` is the rule for a page already known under its URL with other content (an update):
+    only a near-identical copy is dropped.
+    """
+
+    accept_jaccard: float = 0.8
+    min_jaccard: float = 0.5
+    min_coverage: float = 0.85
+    strict_jaccard: float = 0.9
+
+    def accepts(self, jaccard, covers_newer, covers_earlier, strict=False):
+        """Elementwise; works on numpy arrays and scalars."""
+        loose = (jaccard >= self.accept_jaccard) | (
+            (jaccard >= self.min_jaccard) & (np.maximum(covers_newer, covers_earlier) >= self.min_coverage)
+        )
+        return np.where(strict, jaccard >= self.strict_jaccard, loose)
+
+
+@njit(cache=True)
+def _accepts(j, c_new, c_old, strict, accept_j, min_j, min_cov, strict_j):
+    if strict:
+        return j >= strict_j
+    return j >= accept_j or (j >= min_j and max(c_new, c_old) >= min_cov)
 
 
 @njit(cache=True)
@@ -39,8 +74,9 @@ def _ensure_sorted(hashes, offsets, sorted32, ready, d):
 
 
 @njit(cache=True)
-def _exact_jaccard(hashes, offsets, sorted32, ready, a, b):
-    """Jaccard of two documents' shingle sets (the 32-bit values their signatures are taken over).
+def _overlap(hashes, offsets, sorted32, ready, a, b):
+    """(common, distinct in a, distinct in b) of two documents' shingle sets (the 32-bit values
+    their signatures are taken over).
 
     Sorted on first use only: the few documents that reach an exact check pay for it.
     """
@@ -73,13 +109,44 @@ def _exact_jaccard(hashes, offsets, sorted32, ready, a, b):
                 i += 1
             while j < j_end and sorted32[j] == v:
                 j += 1
+    return common, size_a, size_b
+
+
+@njit(cache=True)
+def _exact_jaccard(hashes, offsets, sorted32, ready, a, b):
+    common, size_a, size_b = _overlap(hashes, offsets, sorted32, ready, a, b)
     union = size_a + size_b - common
     return common / union if union > 0 else 0.0
 
 
+def pair_overlap(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact (Jaccard, share of a's shingles in b, share of b's in a) of the pairs (a[i], b[i])
+    of documents whose 32-bit shingle values are ``hashes[offsets[d]:offsets[d + 1]]``."""
+    return _pair_overlap(
+        np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(a, np.int64), np.asarray(b, np.int64)
+    )
+
+
+@njit(cache=True)
+def _pair_overlap(hashes, offsets, a, b):
+    sorted32 = np.empty(len(hashes), np.uint32)
+    ready = np.zeros(len(offsets) - 1, np.bool_)
+    jac = np.zeros(len(a))
+    in_b = np.zeros(len(a))
+    in_a = np.zeros(len(a))
+    for i in range(len(a)):
+        common, size_a, size_b = _overlap(hashes, offsets, sorted32, ready, a[i], b[i])
+        union = size_a + size_b - common
+        jac[i] = common / union if union > 0 else 0.0
+        in_b[i] = common / size_a if size_a > 0 else 0.0
+        in_a[i] = common / size_b if size_b > 0 else 0.0
+    return jac, in_b, in_a
+
+
 @njit(cache=True)
 def _stream(
-    keys, active, values, is_simhash, max_distance, min_jaccard, suspect_bound, hashes, hash_off, exact_floor, exact_ceiling
+    keys, active, values, is_simhash, max_distance, min_jaccard, suspect_bound, hashes, hash_off, exact_floor, exact_ceiling,
+    strict, rule,
 ):
     n, n_bands = keys.shape
     sorted32 = np.empty(len(hashes), np.uint32)
@@ -88,6 +155,9 @@ def _stream(
     score = np.full(n, np.nan)
     suspect = np.full(n, -1, np.int64)
     suspect_score = np.full(n, np.nan)
+    covers_newer = np.full(n, np.nan)
+    covers_earlier = np.full(n, np.nan)
+    verify = len(hash_off) > 0 and len(rule) == 4
     # Key -> newest kept document with it. A numba typed Dict costs several times more per
     # operation, and the stream does one lookup and one insert per (document, band).
     table_keys = np.zeros(hash_table_size(int(active.sum()) * n_bands), np.uint64)
@@ -99,6 +169,8 @@ def _stream(
             continue
         best = -1
         best_score = 0.0
+        best_new = np.nan
+        best_old = np.nan
         near = -1
         near_score = 0.0
         for b in range(n_bands):
@@ -127,13 +199,28 @@ def _stream(
                             if values[d, k] == values[c, k]:
                                 eq += 1
                         s = eq / width
-                        if len(hash_off) > 0 and exact_floor <= s < exact_ceiling:
-                            # In the batch the shingle sets are at hand: settle the estimate exactly.
-                            s = _exact_jaccard(hashes, hash_off, sorted32, ready, d, c)
-                        if s >= min_jaccard:
+                        ok = False
+                        c_new = np.nan
+                        c_old = np.nan
+                        if verify and s >= exact_floor:
+                            # In the batch the shingle sets are at hand: the verifier reads them.
+                            common, size_d, size_c = _overlap(hashes, hash_off, sorted32, ready, d, c)
+                            union = size_d + size_c - common
+                            s = common / union if union > 0 else 0.0
+                            c_new = common / size_d if size_d > 0 else 0.0
+                            c_old = common / size_c if size_c > 0 else 0.0
+                            ok = _accepts(s, c_new, c_old, strict[d], rule[0], rule[1], rule[2], rule[3])
+                        else:
+                            if len(hash_off) > 0 and exact_floor <= s < exact_ceiling:
+                                # In the batch the shingle sets are at hand: settle the estimate exactly.
+                                s = _exact_jaccard(hashes, hash_off, sorted32, ready, d, c)
+                            ok = s >= min_jaccard
+                        if ok:
                             if best < 0 or s > best_score or (s == best_score and c < best):
                                 best = c
                                 best_score = s
+                                best_new = c_new
+                                best_old = c_old
                         elif s >= suspect_bound and (near < 0 or s > near_score):
                             near = c
                             near_score = s
@@ -141,6 +228,8 @@ def _stream(
         if best >= 0:
             matched[d] = best
             score[d] = best_score
+            covers_newer[d] = best_new
+            covers_earlier[d] = best_old
             continue
         if near >= 0:
             suspect[d] = near
@@ -150,7 +239,10 @@ def _stream(
             chain[d, b] = table_docs[i]
             table_keys[i] = keys[d, b]
             table_docs[i] = d
-    return matched, score, suspect, suspect_score
+    return matched, score, suspect, suspect_score, covers_newer, covers_earlier
+
+
+_NO_RULE = np.empty(0, np.float64)
 
 
 def stream_simhash(
@@ -163,6 +255,7 @@ def stream_simhash(
     out = _stream(
         np.ascontiguousarray(keys), active.astype(np.bool_), simhash.reshape(-1, 1), True,
         int(max_distance), 2.0, float(suspect_max_distance), _NO_SETS, _NO_OFFSETS, 2.0, 2.0,
+        np.zeros(len(simhash), np.bool_), _NO_RULE,
     )
     return StreamResult(*out)
 
@@ -176,6 +269,8 @@ def stream_minhash(
     shingles: tuple[np.ndarray, np.ndarray] | None = None,
     exact_floor: float = 0.65,
     exact_ceiling: float = 0.9,
+    verifier: Verifier | None = None,
+    strict: np.ndarray | None = None,
 ) -> StreamResult:
     """Jaccard >= threshold against earlier kept rows sharing an LSH band.
 
@@ -183,11 +278,21 @@ def stream_minhash(
     estimate falls in [exact_floor, exact_ceiling) is judged on its exact Jaccard instead: with 128
     permutations the estimate's standard deviation near 0.8 is 0.035, so a true 0.8 lands anywhere in
     about 0.7-0.9 while outside that band the estimate alone is reliable.
+
+    With ``shingles`` and a ``verifier``, every candidate estimated at ``exact_floor`` or more is
+    decided by the verifier on the exact sets (``strict`` rows: by its strict rule); the coverage of
+    each match is returned with it.
     """
     sets, set_off = shingles if shingles is not None else (_NO_SETS, _NO_OFFSETS)
+    rule = (
+        np.array([verifier.accept_jaccard, verifier.min_jaccard, verifier.min_coverage, verifier.strict_jaccard])
+        if verifier is not None and shingles is not None
+        else _NO_RULE
+    )
+    strict = np.zeros(len(active), np.bool_) if strict is None else np.asarray(strict, np.bool_)
     out = _stream(
         np.ascontiguousarray(band_keys, dtype=np.uint64), active.astype(np.bool_),
         np.ascontiguousarray(signatures), False, 0, float(threshold), float(suspect_min),
-        sets, set_off, float(exact_floor), float(exact_ceiling),
+        sets, set_off, float(exact_floor), float(exact_ceiling), strict, rule,
     )
     return StreamResult(*out)
