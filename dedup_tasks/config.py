@@ -78,13 +78,19 @@ class DedupConfig:
     minhash_bands: int = 42
     minhash_rows: int = 3
     minhash_seed: int = 1
-    minhash_threshold: float = 0.8  # Jaccard at which a pair is a copy without further evidence
-    # The verifier (fingerprint.candidates.Verifier): from Jaccard minhash_verify_min_jaccard, a pair
-    # is a copy when one document covers minhash_min_coverage of the other's shingles; a page kept as
-    # a URL update is dropped only at Jaccard >= minhash_update_jaccard.
-    minhash_verify_min_jaccard: float = 0.5
-    minhash_min_coverage: float = 0.85
+    # Tuned on the bench's train crawl (seed 0; docs/near-copies.md), with margins to the closest
+    # must-keep pairs there (list pages: J <= 0.59, coverage <= 0.74 either way).
+    minhash_threshold: float = 0.7  # Jaccard at which a pair is a copy without further evidence
+    # The verifier (fingerprint.candidates.Verifier): a pair is a copy when the earlier document covers
+    # minhash_min_coverage of the newer's shingles from J minhash_verify_min_jaccard (truncation), or
+    # the newer covers as much of the earlier's from J minhash_additions_min_jaccard (additions). A page
+    # kept as a URL update needs J >= minhash_update_jaccard; a text under simhash_min_chars
+    # J >= minhash_short_jaccard (the rule before the verifier).
+    minhash_verify_min_jaccard: float = 0.45
+    minhash_additions_min_jaccard: float = 0.55
+    minhash_min_coverage: float = 0.8
     minhash_update_jaccard: float = 0.9
+    minhash_short_jaccard: float = 0.8
     zh_shingle_chars: int = 5
     # English shingles: "chars" (character n-grams of zh_shingle_chars, spaces dropped: a typo breaks
     # five of them, not every word n-gram holding the word) or "words" (en_shingle_words-grams).

@@ -37,31 +37,41 @@ class StreamResult:
 class Verifier:
     """A reader's rule for a candidate pair, on shingle sets (character 5-grams by default).
 
-    A pair is a copy when its Jaccard reaches ``accept_jaccard``, or when it reaches ``min_jaccard``
-    and one document is covered by the other: the newer by the earlier (truncation, deleted
-    sentences) or the earlier by the newer (added boilerplate, inserted sentences), up to typos.
-    ``strict`` is the rule for a page already known under its URL with other content (an update):
-    only a near-identical copy is dropped.
+    A pair is a copy when its Jaccard reaches ``accept_jaccard``, or when one document is covered
+    by the other (``min_coverage`` of its shingles, so typos are tolerated): the newer by the
+    earlier (truncation, deleted sentences) from Jaccard ``min_jaccard``, or the earlier by the
+    newer (added boilerplate, inserted sentences) from ``additions_min_jaccard``, higher because a
+    longer article that quotes a whole shorter one is not a copy of it.
+
+    Some rows are held to a plain Jaccard instead (``strict``, per row; NaN: the rule above): a page
+    kept as a URL update (only a near-identical copy is dropped) and a short text (its coverage says
+    little).
     """
 
-    accept_jaccard: float = 0.8
-    min_jaccard: float = 0.5
-    min_coverage: float = 0.85
-    strict_jaccard: float = 0.9
+    accept_jaccard: float = 0.7
+    min_jaccard: float = 0.45
+    min_coverage: float = 0.8
+    additions_min_jaccard: float = 0.55
 
-    def accepts(self, jaccard, covers_newer, covers_earlier, strict=False):
-        """Elementwise; works on numpy arrays and scalars."""
-        loose = (jaccard >= self.accept_jaccard) | (
-            (jaccard >= self.min_jaccard) & (np.maximum(covers_newer, covers_earlier) >= self.min_coverage)
+    @property
+    def rule(self) -> np.ndarray:
+        return np.array([self.accept_jaccard, self.min_jaccard, self.min_coverage, self.additions_min_jaccard])
+
+    def accepts(self, jaccard, covers_newer, covers_earlier, strict=np.nan):
+        """Elementwise over numpy arrays (or scalars)."""
+        loose = (
+            (jaccard >= self.accept_jaccard)
+            | ((jaccard >= self.min_jaccard) & (covers_newer >= self.min_coverage))
+            | ((jaccard >= self.additions_min_jaccard) & (covers_earlier >= self.min_coverage))
         )
-        return np.where(strict, jaccard >= self.strict_jaccard, loose)
+        return np.where(np.isnan(strict), loose, jaccard >= np.nan_to_num(strict, nan=2.0))
 
 
 @njit(cache=True)
-def _accepts(j, c_new, c_old, strict, accept_j, min_j, min_cov, strict_j):
-    if strict:
-        return j >= strict_j
-    return j >= accept_j or (j >= min_j and max(c_new, c_old) >= min_cov)
+def _accepts(j, c_new, c_old, strict, rule):
+    if strict == strict:  # not NaN: a plain Jaccard rule for this row
+        return j >= strict
+    return j >= rule[0] or (j >= rule[1] and c_new >= rule[2]) or (j >= rule[3] and c_old >= rule[2])
 
 
 @njit(cache=True)
@@ -209,7 +219,7 @@ def _stream(
                             s = common / union if union > 0 else 0.0
                             c_new = common / size_d if size_d > 0 else 0.0
                             c_old = common / size_c if size_c > 0 else 0.0
-                            ok = _accepts(s, c_new, c_old, strict[d], rule[0], rule[1], rule[2], rule[3])
+                            ok = _accepts(s, c_new, c_old, strict[d], rule)
                         else:
                             if len(hash_off) > 0 and exact_floor <= s < exact_ceiling:
                                 # In the batch the shingle sets are at hand: settle the estimate exactly.
@@ -255,7 +265,7 @@ def stream_simhash(
     out = _stream(
         np.ascontiguousarray(keys), active.astype(np.bool_), simhash.reshape(-1, 1), True,
         int(max_distance), 2.0, float(suspect_max_distance), _NO_SETS, _NO_OFFSETS, 2.0, 2.0,
-        np.zeros(len(simhash), np.bool_), _NO_RULE,
+        np.full(len(simhash), np.nan), _NO_RULE,
     )
     return StreamResult(*out)
 
@@ -280,16 +290,12 @@ def stream_minhash(
     about 0.7-0.9 while outside that band the estimate alone is reliable.
 
     With ``shingles`` and a ``verifier``, every candidate estimated at ``exact_floor`` or more is
-    decided by the verifier on the exact sets (``strict`` rows: by its strict rule); the coverage of
-    each match is returned with it.
+    decided by the verifier on the exact sets (``strict``: per row NaN, or the plain Jaccard that row
+    needs instead); the coverage of each match is returned with it.
     """
     sets, set_off = shingles if shingles is not None else (_NO_SETS, _NO_OFFSETS)
-    rule = (
-        np.array([verifier.accept_jaccard, verifier.min_jaccard, verifier.min_coverage, verifier.strict_jaccard])
-        if verifier is not None and shingles is not None
-        else _NO_RULE
-    )
-    strict = np.zeros(len(active), np.bool_) if strict is None else np.asarray(strict, np.bool_)
+    rule = verifier.rule if verifier is not None and shingles is not None else _NO_RULE
+    strict = np.full(len(active), np.nan) if strict is None else np.asarray(strict, np.float64)
     out = _stream(
         np.ascontiguousarray(band_keys, dtype=np.uint64), active.astype(np.bool_),
         np.ascontiguousarray(signatures), False, 0, float(threshold), float(suspect_min),

@@ -48,22 +48,41 @@ def estimated_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> np.ndarray:
     return (sig_a == sig_b).mean(axis=-1)
 
 
-def estimated_size(sig: np.ndarray) -> np.ndarray:
-    """Distinct shingles behind each signature row, from its minima alone (no extra bytes stored).
+def earlier_covered(
+    sig_earlier: np.ndarray, newer_rows: np.ndarray, hashes: np.ndarray, offsets: np.ndarray, hasher: MinHasher
+) -> np.ndarray:
+    """Share of the earlier document's shingles found in the newer, from the earlier's signature alone.
 
-    The minimum of n uniform 32-bit values is about 2^32 / (n + 1); over k permutations the
-    estimate (k - 1) / sum(-log(1 - u)) has a relative error of about 1 / sqrt(k - 2) (9% at 128).
+    Each signature value is the minimum of a bijection (fmix32, then an odd affine map mod 2^32) over
+    the earlier's shingles, so inverting the affine map recovers the fmix32 of one shingle, a
+    uniform draw from the earlier's set: ``num_perm`` draws, each looked up in the newer's full set
+    (``hashes[offsets[r]:offsets[r + 1]]`` for ``r = newer_rows[i]``). 128 draws: +-0.035 at 0.85.
+    The registry stores nothing for this beyond the signature.
     """
-    u = np.atleast_2d(sig).astype(np.float64) / 4294967296.0
-    total = -np.log1p(-np.minimum(u, 1.0 - 1e-12)).sum(axis=-1)
-    return (u.shape[-1] - 1) / np.maximum(total, 1e-12)
+    a, b = hasher.permutations
+    return kernels.covered_by_signature(
+        np.ascontiguousarray(sig_earlier, np.uint32), np.asarray(newer_rows, np.int64),
+        np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), _inverse_odd(a), b,
+    )  # fmt: skip
 
 
-def estimated_coverage(jaccard: np.ndarray, size_newer: np.ndarray, size_earlier: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(share of the newer document's shingles in the earlier, and the reverse) from a Jaccard and
-    the two set sizes: |A & B| = J (|A| + |B|) / (1 + J)."""
-    common = jaccard * (size_newer + size_earlier) / (1.0 + jaccard)
-    return np.minimum(1.0, common / np.maximum(size_newer, 1.0)), np.minimum(1.0, common / np.maximum(size_earlier, 1.0))
+def _inverse_odd(a: np.ndarray) -> np.ndarray:
+    """Multiplicative inverses mod 2^32 of odd uint32 values (Newton: each step doubles the bits)."""
+    a64 = a.astype(np.uint64)
+    x = a64.copy()
+    mask = np.uint64(0xFFFFFFFF)
+    for _ in range(5):
+        x = (x * ((np.uint64(2) - a64 * x) & mask)) & mask
+    return x.astype(np.uint32)
+
+
+def coverage_from_jaccard(jaccard: np.ndarray, earlier_covered: np.ndarray) -> np.ndarray:
+    """Share of the newer document's shingles found in the earlier, from J and the reverse share x:
+    with |A & B| = x |A| (A earlier), J = |A & B| / (|A| + |B| - |A & B|) gives |A & B| / |B| = J / (1 + J - J / x)."""
+    x = np.maximum(earlier_covered, 1e-9)
+    denom = 1.0 + jaccard - jaccard / x
+    # Estimates that contradict each other (J too high for x) say nothing: no coverage, no drop.
+    return np.where(denom > 0, np.clip(jaccard / np.maximum(denom, 1e-9), 0.0, 1.0), 0.0)
 
 
 def lsh_recall(jaccard: float, bands: int, rows: int) -> float:

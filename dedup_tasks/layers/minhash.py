@@ -1,8 +1,9 @@
 """L3: MinHash (datasketch-compatible) + LSH band buckets down to Jaccard 0.5, every candidate verified.
 
-In the batch the verifier (``candidates.Verifier``) reads the exact shingle sets of both documents;
-for a registered document it reads the two signatures: the estimated Jaccard and each side's
-estimated set size give the coverage both ways, so the registry stores nothing more per document.
+In the batch the verifier (``candidates.Verifier``) reads the exact shingle sets of both documents.
+For a registered document it reads its signature: every value recovers one of its shingles (a
+uniform draw), looked up in the newer document's full set, gives the share of the earlier covered by
+the newer, and with the estimated Jaccard the reverse share; the registry stores nothing more.
 """
 
 from __future__ import annotations
@@ -12,7 +13,12 @@ import pyarrow as pa
 
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.candidates import Verifier, stream_minhash
-from dedup_tasks.fingerprint.minhash import MinHasher, estimated_coverage, estimated_jaccard, estimated_size
+from dedup_tasks.fingerprint.minhash import (
+    MinHasher,
+    coverage_from_jaccard,
+    earlier_covered,
+    estimated_jaccard,
+)
 from dedup_tasks.layers.base import (
     Drops,
     Layer,
@@ -27,7 +33,7 @@ from dedup_tasks.layers.near import (
     add_reason_rows,
     chunks,
     near_text_spans,
-    url_updates,
+    strict_rows,
     verified_reason,
 )
 
@@ -38,7 +44,9 @@ VERIFY_FLOOR = 0.4
 
 
 def verifier_of(cfg) -> Verifier:
-    return Verifier(cfg.minhash_threshold, cfg.minhash_verify_min_jaccard, cfg.minhash_min_coverage, cfg.minhash_update_jaccard)
+    return Verifier(
+        cfg.minhash_threshold, cfg.minhash_verify_min_jaccard, cfg.minhash_min_coverage, cfg.minhash_additions_min_jaccard
+    )
 
 
 def minhash_rows(
@@ -95,7 +103,7 @@ class MinHashLayer(Layer):
             batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words, ctx.near_text, cfg.en_shingles == "chars"
         )
         verifier = verifier_of(cfg)
-        strict = url_updates(batch)
+        strict = strict_rows(batch, cfg)
         has = counts > 0
         keys = hasher.band_keys(sig)
         batch = set_column(batch, "_minhash", signature_column(sig))
@@ -108,7 +116,8 @@ class MinHashLayer(Layer):
         if len(hits):
             rows = queries[hits.query]
             jac = estimated_jaccard(hits.payload["minhash"], sig[rows])
-            covers = estimated_coverage(jac, estimated_size(sig[rows]), estimated_size(hits.payload["minhash"]))
+            old_in_new = earlier_covered(hits.payload["minhash"], rows, *sets, hasher)
+            covers = (coverage_from_jaccard(jac, old_in_new), old_in_new)
             ok = verifier.accepts(jac, *covers, strict[rows]) & (jac >= VERIFY_FLOOR)
             decisions.add_registry(queries, hits, jac, ok, ~ok & (jac >= cfg.suspect_jaccard_min), -jac, covers)
         decisions.add_stream(

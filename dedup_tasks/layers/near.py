@@ -83,11 +83,17 @@ def bool_col(batch: pa.Table, name: str) -> np.ndarray:
 URL_UPDATE = "_url_update"  # set by L1: the row's URL was seen before with other content
 
 
-def url_updates(batch: pa.Table) -> np.ndarray:
-    """Rows L1 kept as updates of a page it knew (the verifier's strict rule applies to them)."""
-    if URL_UPDATE not in batch.column_names:
-        return np.zeros(batch.num_rows, bool)
-    return bool_col(batch, URL_UPDATE)
+def strict_rows(batch: pa.Table, cfg) -> np.ndarray:
+    """Per row the plain Jaccard the verifier asks instead of its coverage rule (NaN: none): for a
+    page L1 kept as an update of a page it knew, ``minhash_update_jaccard`` (new content under a
+    known URL stays an update unless near-identical); for a text under ``simhash_min_chars``,
+    ``minhash_short_jaccard`` (in a 70-character flash a few changed facts leave most 5-grams shared,
+    so coverage says little)."""
+    out = np.full(batch.num_rows, np.nan)
+    out[text_lengths(batch) < cfg.simhash_min_chars] = cfg.minhash_short_jaccard
+    if URL_UPDATE in batch.column_names:
+        out[bool_col(batch, URL_UPDATE)] = cfg.minhash_update_jaccard
+    return out
 
 
 def shingle_sets(

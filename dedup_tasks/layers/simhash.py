@@ -29,8 +29,8 @@ from dedup_tasks.layers.near import (
     chunks,
     near_text_spans,
     shingle_sets,
+    strict_rows,
     text_lengths,
-    url_updates,
     verified_reason,
 )
 
@@ -62,7 +62,7 @@ class SimHashLayer(Layer):
             batch, involved, cfg.zh_shingle_chars, cfg.en_shingle_words, cfg.en_shingles == "chars", ctx.near_text
         )
         jac, newer, earlier = pair_overlap(hashes, offsets, inverse[: len(rows)], inverse[len(rows) :])
-        ok = verifier_of(cfg).accepts(jac, newer, earlier, url_updates(batch)[rows])
+        ok = verifier_of(cfg).accepts(jac, newer, earlier, strict_rows(batch, cfg)[rows])
         failed = rows[~ok]
         # A rejected hit is the row's best near miss: L3 and L4 may still judge the pair.
         result.suspect[failed] = result.matched[failed]
