@@ -91,6 +91,11 @@ class DedupConfig:
     minhash_min_coverage: float = 0.8
     minhash_update_jaccard: float = 0.9
     minhash_short_jaccard: float = 0.8
+    # In the batch, a pair both of whose coverages reach minhash_passage_min_coverage is a copy when at
+    # most minhash_max_scattered of either text differs in short runs (Verifier: whole passages added
+    # or cut, not other names and amounts in one template).
+    minhash_passage_min_coverage: float = 0.6
+    minhash_max_scattered: float = 0.15
     zh_shingle_chars: int = 5
     # English shingles: "chars" (character n-grams of zh_shingle_chars, spaces dropped: a typo breaks
     # five of them, not every word n-gram holding the word) or "words" (en_shingle_words-grams).

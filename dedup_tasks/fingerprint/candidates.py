@@ -43,6 +43,12 @@ class Verifier:
     newer (added boilerplate, inserted sentences) from ``additions_min_jaccard``, higher because a
     longer article that quotes a whole shorter one is not a copy of it.
 
+    Where both coverages reach only ``passage_min_coverage`` (a copy truncated *and* given a new
+    sentence), the pair is read in text order: it is a copy when the differences come in whole
+    passages, i.e. at most ``max_scattered`` of either document's 5-gram positions miss the other in
+    short runs (under ``LONG_RUN``). Pages of one list article or template (other names, amounts)
+    differ everywhere in short runs. This needs both sets, so it runs in the batch only.
+
     Some rows are held to a plain Jaccard instead (``strict``, per row; NaN: the rule above): a page
     kept as a URL update (only a near-identical copy is dropped) and a short text (its coverage says
     little).
@@ -52,10 +58,15 @@ class Verifier:
     min_jaccard: float = 0.45
     min_coverage: float = 0.8
     additions_min_jaccard: float = 0.55
+    passage_min_coverage: float = 0.6
+    max_scattered: float = 0.15
 
     @property
     def rule(self) -> np.ndarray:
-        return np.array([self.accept_jaccard, self.min_jaccard, self.min_coverage, self.additions_min_jaccard])
+        return np.array([
+            self.accept_jaccard, self.min_jaccard, self.min_coverage, self.additions_min_jaccard,
+            self.passage_min_coverage, self.max_scattered, LONG_RUN,
+        ])  # fmt: skip
 
     def accepts(self, jaccard, covers_newer, covers_earlier, strict=np.nan):
         """Elementwise over numpy arrays (or scalars)."""
@@ -65,6 +76,9 @@ class Verifier:
             | ((jaccard >= self.additions_min_jaccard) & (covers_earlier >= self.min_coverage))
         )
         return np.where(np.isnan(strict), loose, jaccard >= np.nan_to_num(strict, nan=2.0))
+
+
+LONG_RUN = 20  # 5-gram positions: a run this long is a passage (a sentence), shorter ones are edits
 
 
 @njit(cache=True)
@@ -129,6 +143,90 @@ def _exact_jaccard(hashes, offsets, sorted32, ready, a, b):
     return common / union if union > 0 else 0.0
 
 
+@njit(cache=True)
+def _scattered(hashes, offsets, sorted32, ready, d, c, long_run):
+    """Share of document d's shingle positions (in text order) that miss document c's set in runs
+    shorter than ``long_run``: differences scattered through the text (other names and amounts in
+    one template, dense typos) rather than whole passages added or cut."""
+    _ensure_sorted(hashes, offsets, sorted32, ready, c)
+    lo = offsets[c]
+    hi = offsets[c + 1]
+    run = 0
+    short = 0
+    total = offsets[d + 1] - offsets[d]
+    for i in range(offsets[d], offsets[d + 1] + 1):
+        hit = True
+        if i < offsets[d + 1]:
+            v = hashes[i]
+            a = lo
+            b = hi
+            while a < b:
+                m = (a + b) // 2
+                if sorted32[m] < v:
+                    a = m + 1
+                else:
+                    b = m
+            hit = a < hi and sorted32[a] == v
+        if hit:
+            if 0 < run < long_run:
+                short += run
+            run = 0
+        else:
+            run += 1
+    return short / total if total > 0 else 0.0
+
+
+@njit(cache=True)
+def _passage_candidate(j, c_new, c_old, strict, rule):
+    return strict != strict and j >= rule[1] and min(c_new, c_old) >= rule[4]
+
+
+@njit(cache=True)
+def _by_passages(hashes, offsets, sorted32, ready, d, c, rule):
+    long_run = int(rule[6])
+    return (
+        _scattered(hashes, offsets, sorted32, ready, d, c, long_run) <= rule[5]
+        and _scattered(hashes, offsets, sorted32, ready, c, d, long_run) <= rule[5]
+    )
+
+
+def verify_pairs(
+    hashes: np.ndarray, offsets: np.ndarray, newer: np.ndarray, earlier: np.ndarray, verifier: Verifier, strict: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The verifier on pairs of documents whose shingle sets are at hand (``pair_overlap``'s layout):
+    (accepted, Jaccard, covers newer, covers earlier), the in-batch rule of ``stream_minhash``."""
+    jac, covers_newer, covers_earlier = pair_overlap(hashes, offsets, newer, earlier)
+    strict = np.asarray(strict, np.float64)
+    ok = np.asarray(verifier.accepts(jac, covers_newer, covers_earlier, strict), bool)
+    rule = verifier.rule
+    maybe = np.flatnonzero(
+        ~ok & np.isnan(strict) & (jac >= rule[1]) & (np.minimum(covers_newer, covers_earlier) >= rule[4])
+    )
+    if len(maybe):
+        long_run = int(rule[6])
+        scattered = np.maximum(
+            pair_scattered(hashes, offsets, newer[maybe], earlier[maybe], long_run),
+            pair_scattered(hashes, offsets, earlier[maybe], newer[maybe], long_run),
+        )
+        ok[maybe] = scattered <= rule[5]
+    return ok, jac, covers_newer, covers_earlier
+
+
+def pair_scattered(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, long_run: int = LONG_RUN) -> np.ndarray:
+    """``_scattered`` of each pair (a[i] against b[i])."""
+    return _pair_scattered(np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(a, np.int64), np.asarray(b, np.int64), long_run)
+
+
+@njit(cache=True)
+def _pair_scattered(hashes, offsets, a, b, long_run):
+    sorted32 = np.empty(len(hashes), np.uint32)
+    ready = np.zeros(len(offsets) - 1, np.bool_)
+    out = np.zeros(len(a))
+    for i in range(len(a)):
+        out[i] = _scattered(hashes, offsets, sorted32, ready, a[i], b[i], long_run)
+    return out
+
+
 def pair_overlap(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact (Jaccard, share of a's shingles in b, share of b's in a) of the pairs (a[i], b[i])
     of documents whose 32-bit shingle values are ``hashes[offsets[d]:offsets[d + 1]]``."""
@@ -167,7 +265,7 @@ def _stream(
     suspect_score = np.full(n, np.nan)
     covers_newer = np.full(n, np.nan)
     covers_earlier = np.full(n, np.nan)
-    verify = len(hash_off) > 0 and len(rule) == 4
+    verify = len(hash_off) > 0 and len(rule) == 7
     # Key -> newest kept document with it. A numba typed Dict costs several times more per
     # operation, and the stream does one lookup and one insert per (document, band).
     table_keys = np.zeros(hash_table_size(int(active.sum()) * n_bands), np.uint64)
@@ -220,6 +318,8 @@ def _stream(
                             c_new = common / size_d if size_d > 0 else 0.0
                             c_old = common / size_c if size_c > 0 else 0.0
                             ok = _accepts(s, c_new, c_old, strict[d], rule)
+                            if not ok and _passage_candidate(s, c_new, c_old, strict[d], rule):
+                                ok = _by_passages(hashes, hash_off, sorted32, ready, d, c, rule)
                         else:
                             if len(hash_off) > 0 and exact_floor <= s < exact_ceiling:
                                 # In the batch the shingle sets are at hand: settle the estimate exactly.

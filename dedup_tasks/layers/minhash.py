@@ -45,8 +45,9 @@ VERIFY_FLOOR = 0.4
 
 def verifier_of(cfg) -> Verifier:
     return Verifier(
-        cfg.minhash_threshold, cfg.minhash_verify_min_jaccard, cfg.minhash_min_coverage, cfg.minhash_additions_min_jaccard
-    )
+        cfg.minhash_threshold, cfg.minhash_verify_min_jaccard, cfg.minhash_min_coverage,
+        cfg.minhash_additions_min_jaccard, cfg.minhash_passage_min_coverage, cfg.minhash_max_scattered,
+    )  # fmt: skip
 
 
 def minhash_rows(

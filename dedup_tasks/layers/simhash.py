@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from dedup_tasks.fingerprint import kernels
-from dedup_tasks.fingerprint.candidates import pair_overlap, stream_simhash
+from dedup_tasks.fingerprint.candidates import stream_simhash, verify_pairs
 from dedup_tasks.fingerprint.simhash import hamming
 from dedup_tasks.layers.base import (
     Drops,
@@ -61,8 +61,9 @@ class SimHashLayer(Layer):
         hashes, offsets = shingle_sets(
             batch, involved, cfg.zh_shingle_chars, cfg.en_shingle_words, cfg.en_shingles == "chars", ctx.near_text
         )
-        jac, newer, earlier = pair_overlap(hashes, offsets, inverse[: len(rows)], inverse[len(rows) :])
-        ok = verifier_of(cfg).accepts(jac, newer, earlier, strict_rows(batch, cfg)[rows])
+        ok, jac, newer, earlier = verify_pairs(
+            hashes, offsets, inverse[: len(rows)], inverse[len(rows) :], verifier_of(cfg), strict_rows(batch, cfg)[rows]
+        )
         failed = rows[~ok]
         # A rejected hit is the row's best near miss: L3 and L4 may still judge the pair.
         result.suspect[failed] = result.matched[failed]
