@@ -96,6 +96,13 @@ class DedupConfig:
     # or cut, not other names and amounts in one template).
     minhash_passage_min_coverage: float = 0.6
     minhash_max_scattered: float = 0.15
+    # A registered document is judged on signatures (estimates, +-0.04) and without the text order, so
+    # the rule is stricter: J >= minhash_registry_threshold alone, or coverage >= minhash_registry_min_coverage
+    # with the Jaccard floors raised by minhash_registry_margin (the 3-hour bench: docs/near-copies.md).
+    # It is also the commit re-check's Jaccard.
+    minhash_registry_threshold: float = 0.8
+    minhash_registry_min_coverage: float = 0.9
+    minhash_registry_margin: float = 0.1
     zh_shingle_chars: int = 5
     # English shingles: "chars" (character n-grams of zh_shingle_chars, spaces dropped: a typo breaks
     # five of them, not every word n-gram holding the word) or "words" (en_shingle_words-grams).

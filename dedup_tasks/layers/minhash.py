@@ -43,6 +43,15 @@ NO_SHINGLES_REASON = "no text to shingle: MinHash not applied"
 VERIFY_FLOOR = 0.4
 
 
+def registry_verifier_of(cfg) -> Verifier:
+    """The rule for a registered document, read through its signature (see DedupConfig)."""
+    m = cfg.minhash_registry_margin
+    return Verifier(
+        cfg.minhash_registry_threshold, cfg.minhash_verify_min_jaccard + m, cfg.minhash_registry_min_coverage,
+        cfg.minhash_additions_min_jaccard + m,
+    )  # fmt: skip
+
+
 def verifier_of(cfg) -> Verifier:
     return Verifier(
         cfg.minhash_threshold, cfg.minhash_verify_min_jaccard, cfg.minhash_min_coverage,
@@ -119,7 +128,7 @@ class MinHashLayer(Layer):
             jac = estimated_jaccard(hits.payload["minhash"], sig[rows])
             old_in_new = earlier_covered(hits.payload["minhash"], rows, *sets, hasher)
             covers = (coverage_from_jaccard(jac, old_in_new), old_in_new)
-            ok = verifier.accepts(jac, *covers, strict[rows]) & (jac >= VERIFY_FLOOR)
+            ok = registry_verifier_of(cfg).accepts(jac, *covers, strict[rows]) & (jac >= VERIFY_FLOOR)
             decisions.add_registry(queries, hits, jac, ok, ~ok & (jac >= cfg.suspect_jaccard_min), -jac, covers)
         decisions.add_stream(
             stream_minhash(
