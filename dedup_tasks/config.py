@@ -154,8 +154,10 @@ class DedupConfig:
             raise ConfigError("semantic_mode must be 'suspects' or 'full'")
         if self.en_shingles not in ("chars", "words"):
             raise ConfigError("en_shingles must be 'chars' or 'words'")
-        if not 0.0 < self.minhash_verify_min_jaccard <= self.minhash_threshold <= self.minhash_update_jaccard <= 1.0:
-            raise ConfigError("need 0 < minhash_verify_min_jaccard <= minhash_threshold <= minhash_update_jaccard <= 1")
+        if not 0.0 < self.minhash_verify_min_jaccard <= self.minhash_threshold:
+            raise ConfigError("need 0 < minhash_verify_min_jaccard <= minhash_threshold")
+        if not 0.0 < self.minhash_update_jaccard <= 1.0 or not 0.0 < self.minhash_short_jaccard <= 1.0:
+            raise ConfigError("minhash_update_jaccard and minhash_short_jaccard must be in (0, 1]")
         if self.simhash_zh_features not in ("char2", "jieba"):
             raise ConfigError("simhash_zh_features must be 'char2' or 'jieba'")
         if self.embed_threads < 0:
