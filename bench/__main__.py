@@ -30,6 +30,8 @@ SIZES = {
     "small": {"docs": 20_000, "hours": 1, "throughput_docs": [20_000]},
     "medium": {"docs": 20_000, "hours": 2, "throughput_docs": [20_000, 60_000]},
     "large": {"docs": 20_000, "hours": 2, "throughput_docs": [20_000, 200_000]},
+    # Three hours through the registry (issue #17's registry run; docs/near-copies.md).
+    "hours3": {"docs": 20_000, "hours": 3, "throughput_docs": [20_000]},
 }
 CASCADE_LAYERS = ("url", "exact", "simhash", "minhash")
 
@@ -61,9 +63,9 @@ def crawl(docs: int, hours: int, seed: int = 0) -> Path:
     Benchmarks always use the eval corpora (published numbers come from them) and refuse with
     bench.evaldata's message when they are absent, instead of silently measuring the sample corpus.
     """
-    from bench.generate import generate_crawl
+    from bench.generate import GENERATOR_VERSION, generate_crawl
 
-    root = WORK / f"crawl-{docs}x{hours}-seed{seed}"
+    root = WORK / f"crawl-{docs}x{hours}-seed{seed}-g{GENERATOR_VERSION}"
     if not (root / "truth.parquet").exists():
         generate_crawl(root, docs, hours=hours, seed=seed, source="eval")
     return root
@@ -113,7 +115,7 @@ def run_ours(root: Path, layers=CASCADE_LAYERS) -> tuple[pd.DataFrame, dict]:
 
 def cmd_quality(size: str, seed: int, peers: list[str] | None) -> dict:
     from bench.peers import CONCURRENT_PEERS, available_peers, run_peers
-    from bench.score import format_table, score
+    from bench.score import format_near_table, format_table, score
 
     spec = SIZES[size]
     root = crawl(spec["docs"], spec["hours"], seed)
@@ -133,6 +135,7 @@ def cmd_quality(size: str, seed: int, peers: list[str] | None) -> dict:
         s["speedup_ours_over_peer"] = speed["crawl-dedup"]["docs_per_s"] / speed[name]["docs_per_s"]
     table = format_table(results)
     print(table)
+    print(format_near_table(results["crawl-dedup"]))
     print("docs/s: " + ", ".join(f"{k} {v['docs_per_s']:,.0f}" for k, v in speed.items()))
     data = {"size": size, "seed": seed, "docs": len(docs), "hours": spec["hours"], "results": results, "speed": speed, "table": table}
     write_result(f"quality-{size}", data)
@@ -330,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "throughput":
         cmd_throughput(args.docs, args.seed, args.processes)
         return 0
-    peers = args.peers.split(",") if args.peers else None
+    # "--peers none": ours only.
+    peers = [p for p in args.peers.split(",") if p != "none"] if args.peers else None
     started = time.perf_counter()
     cmd_quality(args.size, args.seed, peers)
     if args.command == "all":

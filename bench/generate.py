@@ -25,13 +25,16 @@ url_repeat           yes         the same page refetched: identical title/conten
                                  query, utm_*/gclid/fbclid) that canonicalizes to the same page
 exact_copy           yes         same title/content on another domain, with whitespace, width or
                                  ASCII case noise that NFKC + case folding + whitespace collapse undo
-near_copy            yes         1-3 realistic edits on another domain; a target Jaccard band is
-                                 drawn first and edit strength adapted until the copy lands in it
+near_copy            yes         1-3 realistic edits on another domain (typos are a 0.3-2.5%
+                                 character rate); a target band of true Jaccard is drawn first and
+                                 edit strength adapted until the copy lands in it
 template_distinct    no (keep)   a different article under a heavy site template (menus, related
                                  links, copyright lines as long as a short body)
 short_distinct       no (keep)   a 20-120 character flash from a shared template, different facts
 url_update           no (keep)   an earlier page's URL (exact or with noise) with rewritten content
                                  (Jaccard < 0.5 with the earlier version)
+list_page            no (keep)   the next page of a multi-page list article: same site, template and
+                                 intro, other names and amounts in every entry
 ===================  ==========  ======================================================================
 
 Truth columns (``TRUTH_SCHEMA``): ``doc_id``; ``batch_id`` ("YYYY-MM-DDTHH", the partition's hour);
@@ -40,9 +43,11 @@ original's doc_id for every member of a duplicate cluster, a non-duplicate's own
 ``source_doc_id`` (what the doc was derived from; null for original, template_distinct and
 short_distinct); ``edits`` (names of the edits applied: ``url:*`` URL noise, exact-copy noise,
 near-copy edits, ``rewrite`` for updates, ``natural:<corpus id>`` for corpus duplicates);
-``true_jaccard`` (reference Jaccard vs the source: 1.0 for url_repeat and exact_copy, the measured
-value for near_copy and corpus_dup, the value vs the earlier version for url_update, null
-otherwise); ``is_duplicate`` (url_repeat, exact_copy, near_copy, corpus_dup); ``must_keep``
+``true_jaccard`` (Jaccard of character 5-grams of the NFKC-folded text, ``bench.similarity``, vs
+the source: 1.0 for url_repeat and exact_copy, the measured
+value for near_copy and corpus_dup, the value vs the earlier version for url_update and the
+previous page for list_page, null otherwise); ``true_jaccard_words`` (the same with the earlier
+reference shingling, word 3-grams for English, ``bench.corpus.doc_shingles``); ``is_duplicate`` (url_repeat, exact_copy, near_copy, corpus_dup); ``must_keep``
 (template_distinct, short_distinct, url_update).
 
 A duplicate's cluster is its original's doc_id; a named source may be the original or an identical
@@ -87,6 +92,7 @@ from bench.corpus import (
     resolve_data_dir,
 )
 from bench.evaldata import eval_data_dir
+from bench.similarity import char_shingles
 
 KINDS = (
     "original",
@@ -97,11 +103,15 @@ KINDS = (
     "template_distinct",
     "short_distinct",
     "url_update",
+    "list_page",
 )
 # "reworded" / "same_topic" are planted from real paraphrase pairs by bench.reworded, not generated here.
 DUPLICATE_KINDS = frozenset({"url_repeat", "exact_copy", "near_copy", "corpus_dup", "reworded"})
-MUST_KEEP_KINDS = frozenset({"template_distinct", "short_distinct", "url_update", "same_topic"})
+MUST_KEEP_KINDS = frozenset({"template_distinct", "short_distinct", "url_update", "list_page", "same_topic"})
 NEAR_BANDS: tuple[tuple[float, float], ...] = ((0.5, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.0))
+# Bumped whenever the same arguments give other documents: bench caches crawls by it.
+GENERATOR_VERSION = 2
+TYPO_RATE = (0.003, 0.025)  # share of characters a "typos" edit gets wrong
 TRACKING_PARAMS = ("gclid", "fbclid")  # plus every utm_* parameter
 
 CRAWL_SCHEMA = pa.schema(
@@ -126,6 +136,7 @@ TRUTH_SCHEMA = pa.schema(
         pa.field("source_doc_id", pa.string()),
         pa.field("edits", pa.list_(pa.string()), nullable=False),
         pa.field("true_jaccard", pa.float64()),
+        pa.field("true_jaccard_words", pa.float64()),
         pa.field("is_duplicate", pa.bool_(), nullable=False),
         pa.field("must_keep", pa.bool_(), nullable=False),
     ]
@@ -137,7 +148,7 @@ HOUR_US = 3_600_000_000
 class Mix:
     """Share of each kind per hour (the kind shares sum to 1) and other generation knobs."""
 
-    original: float = 0.49
+    original: float = 0.47
     corpus_dup: float = 0.01
     url_repeat: float = 0.08
     exact_copy: float = 0.08
@@ -145,6 +156,7 @@ class Mix:
     template_distinct: float = 0.06
     short_distinct: float = 0.04
     url_update: float = 0.04
+    list_page: float = 0.02
     cross_hour: float = 0.30  # share of derived docs whose source is from an earlier hour
     zh_share: float = 0.5
     light_boilerplate: float = 0.4  # share of originals with a site byline/footer line
@@ -513,6 +525,34 @@ _EN_TEAM = ("Rovers", "United", "City", "Wanderers", "Athletic", "Rangers", "Alb
             "Orient", "County")  # fmt: skip
 
 
+def _list_items(lang: str, style: int, first_rank: int, rng: random.Random) -> tuple[str, ...]:
+    """One page of a ranked list article: the same sentence template for every entry, different
+    names, places and amounts (the pages a SimHash hit alone would wrongly call copies)."""
+    items = []
+    for rank in range(first_rank, first_rank + 10):
+        pct = f"{rng.randint(1, 400) / 10:.1f}"
+        amount = f"{rng.randint(10, 9999) / 10:.1f}"
+        if lang == "zh":
+            name = rng.choice(_ZH_SURNAMES) + rng.choice(_ZH_GIVEN)
+            city, co = rng.choice(_ZH_CITY), rng.choice(_ZH_CO)
+            updown = rng.choice(("增长", "下降"))
+            items.append(
+                f"第{rank}名：{name}（{city}），{co}，财富{amount}亿元，较去年{updown}{pct}%。"
+                if style == 0
+                else f"{rank}. {name}，常住{city}，所在企业{co}，资产规模{amount}亿元，年度排名变化{pct}%。"
+            )
+        else:
+            name = f"{rng.choice(_EN_FIRST)} {rng.choice(_EN_LAST)}"
+            city, co = rng.choice(_EN_CITY), rng.choice(_EN_CO)
+            updown = rng.choice(("up", "down"))
+            items.append(
+                f"No. {rank}: {name} of {city}, {co}, net worth ${amount} million, {updown} {pct}% from last year."
+                if style == 0
+                else f"{rank}. {name} ({co}, {city}) reported assets of ${amount} million, a change of {pct}% on the year."
+            )
+    return tuple(items)
+
+
 def _flash(lang: str, family: int, rng: random.Random) -> tuple[str, str]:
     """(family title, text) of one short flash; the slots make two flashes differ in substance."""
     r = rng
@@ -624,6 +664,7 @@ class _Doc:
     source_doc_id: str | None = None
     edits: tuple[str, ...] = ()
     true_jaccard: float | None = None
+    true_jaccard_words: float | None = None
     # Generation state, not written: the original whose content this doc carries (itself for an
     # original), its layout, the site object, and the source's key in the exact-key registry.
     layout: _Layout | None = None
@@ -686,18 +727,35 @@ def _sentences(paragraphs: tuple[tuple[str, ...], ...]) -> list[tuple[int, int]]
     return [(i, j) for i, p in enumerate(paragraphs) for j in range(len(p))]
 
 
-def _typo_en(word: str, rng: random.Random) -> str:
-    if len(word) < 3 or not word.isalpha():
-        return word
-    i = rng.randrange(len(word) - 1)
-    op = rng.randrange(4)
-    if op == 0:
-        return word[:i] + word[i + 1] + word[i] + word[i + 2 :]
-    if op == 1:
-        return word[:i] + word[i + 1 :]
-    if op == 2:
-        return word[:i] + word[i] + word[i:]
-    return word[:i] + rng.choice("aeioustnrl") + word[i + 1 :]
+_EN_TYPO_CHARS = "etaoinshrdlucmfwypvbgkqjxz"
+
+
+def _typo_chars_en(text: str, rate: float, rng: random.Random) -> str:
+    """Re-typed or OCR'd English: each letter is wrong with probability ``rate`` (a character
+    rate, as in keyboard and OCR error studies): swapped with the next, dropped, doubled or replaced."""
+    out: list[str] = []
+    chars = list(text)
+    i = 0
+    while i < len(chars):
+        c = chars[i]
+        if c.isalpha() and rng.random() < rate:
+            op = rng.randrange(4)
+            if op == 0 and i + 1 < len(chars) and chars[i + 1].isalpha():
+                out += [chars[i + 1], c]
+                i += 2
+                continue
+            if op == 1:
+                i += 1
+                continue
+            if op == 2:
+                out += [c, c]
+            else:
+                out.append(rng.choice(_EN_TYPO_CHARS))
+            i += 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def _typo_zh(text: str, rate: float, rng: random.Random) -> str:
@@ -820,17 +878,10 @@ class _Editor:
                 i, j = rng.sample(range(len(paras)), 2)
                 paras[i], paras[j] = paras[j], paras[i]
             elif edit == "typos":
-                rate = 0.01 * (0.5 + s)
-                if lang == "zh":
-                    paras = [[_typo_zh(x, rate, rng) for x in p] for p in paras]
-                else:
-                    paras = [
-                        [
-                            " ".join(_typo_en(w, rng) if rng.random() < rate else w for w in x.split(" "))
-                            for x in p
-                        ]
-                        for p in paras
-                    ]
+                # A character rate in both languages, 0.3-2.5% (re-typed and OCR'd copies).
+                rate = min(TYPO_RATE[1], max(TYPO_RATE[0], 0.008 * s))
+                typo = _typo_zh if lang == "zh" else _typo_chars_en
+                paras = [[typo(x, rate, rng) for x in p] for p in paras]
             elif edit == "whitespace_punct":
                 paras = [
                     [_punct_noise(x, lang, rng) if rng.random() < min(1.0, 0.3 + s / 2) else x for x in p]
@@ -889,6 +940,8 @@ class _Generator:
         self.url_counter = 0
         self.doc_counter = 0
         self.shingle_cache: dict[str, set] = {}
+        self.char_cache: dict[str, set] = {}
+        self.list_series: list[dict[str, Any]] = []
         # Source pools: this hour's and all earlier hours' originals, and identical copies
         # (url_repeat / exact_copy) likewise. Earlier-hour pools only grow at an hour boundary.
         self.originals: list[_Doc] = []
@@ -916,6 +969,16 @@ class _Generator:
             if len(self.shingle_cache) >= 4096:
                 self.shingle_cache.pop(next(iter(self.shingle_cache)))
             self.shingle_cache[doc.doc_id] = cached
+        return cached
+
+    def _char_shingles(self, doc: _Doc) -> set:
+        """``bench.similarity.char_shingles`` of a source, cached like ``_shingles``."""
+        cached = self.char_cache.get(doc.doc_id)
+        if cached is None:
+            cached = char_shingles(doc.title, doc.content)
+            if len(self.char_cache) >= 4096:
+                self.char_cache.pop(next(iter(self.char_cache)))
+            self.char_cache[doc.doc_id] = cached
         return cached
 
     def _pick_site(self, lang: str, group: str, avoid: str | None = None) -> _Site:
@@ -1044,6 +1107,52 @@ class _Generator:
         self._register(doc)
         return doc
 
+    def _list_page(self, hour: int, hour_start: datetime, base_us: int) -> _Doc:
+        """The next page of a multi-page list article (same site, template and intro; other
+        entries), or the first page of a new one. Must be kept: a reader sees different entries."""
+        rng = self.rng
+        open_series = [x for x in self.list_series if x["last"].t_us < base_us + HOUR_US - 1000 and x["page"] < 8]
+        if open_series and rng.random() < 0.8:
+            series = open_series[rng.randrange(len(open_series))]
+        else:
+            lang = "zh" if rng.random() < self.mix.zh_share else "en"
+            site = self._pick_site(lang, "normal")
+            pool = self.corpus.sentences[lang]
+            intro = tuple(pool[rng.randrange(len(pool))] for _ in range(rng.randint(2, 8)))
+            place = rng.choice(_ZH_CITY if lang == "zh" else _EN_CITY)
+            title = f"{place}财富榜{hour_start.year}" if lang == "zh" else f"The {place} rich list {hour_start.year}"
+            series = {"lang": lang, "site": site, "intro": intro, "title": title, "style": rng.randrange(2),
+                      "url": self._new_url(site, hour_start, title), "page": 0, "last": None}  # fmt: skip
+            self.list_series.append(series)
+        lang, site, page = series["lang"], series["site"], series["page"] + 1
+        prev: _Doc | None = series["last"]
+        while True:
+            items = _list_items(lang, series["style"], 10 * (page - 1) + 1, rng)
+            title = f"{series['title']}（第{page}页）" if lang == "zh" else f"{series['title']} (page {page})"
+            nav = f"第{page}页 下一页" if lang == "zh" else f"Page {page} | Next page"
+            layout = _Layout((), (series["intro"],), (*items, nav))  # one entry per line
+            content = layout.render(lang)
+            key = exact_key(title, content)
+            if self._key_free(key):
+                break
+        base = series["url"]
+        url = f"{base}{'&' if '?' in base else '?'}page={page}" if page > 1 else base
+        self.pages.add(page_key(url))
+        t_us = self._after(prev, hour, base_us) if prev is not None else base_us + rng.randrange(HOUR_US // 2)
+        doc_id = self._new_id()
+        doc = _Doc(
+            doc_id=doc_id, hour=hour, t_us=t_us, url=url, site=site.host, lang=lang, title=title, content=content,
+            kind="list_page", cluster_id=doc_id, source_doc_id=prev.doc_id if prev else None, layout=layout,
+            site_obj=site, key=key,
+        )  # fmt: skip
+        if prev is not None:
+            doc.true_jaccard = round(jaccard(self._char_shingles(prev), char_shingles(title, content)), 6)
+            doc.true_jaccard_words = round(jaccard(self._shingles(prev), self._shingles(doc)), 6)
+            doc.edits = ("list_next_page",)
+        series["page"], series["last"] = page, doc
+        self._register(doc)
+        return doc
+
     def _pick(self, now: list[_Doc], past: list[_Doc], hour: int, end_us: int, ok: Any = None) -> _Doc | None:
         """A source: from an earlier hour with probability ``cross_hour``, else from this hour.
 
@@ -1134,7 +1243,8 @@ class _Generator:
             lang=src.lang, title=title, content=content, kind="corpus_dup", cluster_id=src.cluster_id,
             source_doc_id=src.doc_id, edits=(f"natural:{article.id}",), key=key,
         )  # fmt: skip
-        doc.true_jaccard = round(jaccard(self._shingles(src), self._shingles(doc)), 6)
+        doc.true_jaccard = round(jaccard(self._char_shingles(src), char_shingles(doc.title, doc.content)), 6)
+        doc.true_jaccard_words = round(jaccard(self._shingles(src), self._shingles(doc)), 6)
         self._register(doc)
         return doc
 
@@ -1148,18 +1258,19 @@ class _Generator:
         lo, hi = rng.choices(NEAR_BANDS, weights=self.mix.near_band_weights)[0]
         s = {0.5: 2.2, 0.7: 1.2, 0.8: 0.7, 0.9: 0.25}[lo]
         mirror = self._pick_site(src.lang, "mirror", avoid=src.site)
-        src_shingles = self._shingles(origin)
+        src_shingles = self._char_shingles(origin)
         applicable = editor.applicable(origin.layout)
         best: tuple[float, str | None, str, tuple[str, ...], int, float] | None = None
         for _ in range(10):
-            n_edits = rng.choice((1, 2, 2, 3)) if lo >= 0.8 else rng.choice((2, 3, 3))
+            # One to three edits in every band, as copies in a crawl come.
+            n_edits = rng.choice((1, 2, 3))
             edits = tuple(sorted(rng.sample(applicable, min(n_edits, len(applicable))), key=EDITS_ALL.index))
             title, content = editor.apply(origin.title, origin.layout, edits, s, mirror, origin.site_obj.name)
             key = exact_key(title, content)
             if key == origin.key or not self._key_free(key, src.cluster_id):
                 s *= 1.5
                 continue
-            j = jaccard(src_shingles, doc_shingles(title, content))
+            j = jaccard(src_shingles, char_shingles(title, content))
             miss = 0.0 if lo <= j <= hi else min(abs(j - lo), abs(j - hi))
             if j >= 0.5 and (best is None or miss < best[0]):
                 best = (miss, title, content, edits, key, j)
@@ -1175,12 +1286,14 @@ class _Generator:
             key = exact_key(title, content)
             if key == origin.key or not self._key_free(key, src.cluster_id):
                 return None
-            best = (0.0, title, content, edits, key, jaccard(src_shingles, doc_shingles(title, content)))
+            best = (0.0, title, content, edits, key, jaccard(src_shingles, char_shingles(title, content)))
         _, title, content, edits, key, j = best
+        j_words = jaccard(self._shingles(origin), doc_shingles(title, content))
         doc = _Doc(
             doc_id=self._new_id(), hour=hour, t_us=self._after(src, hour, base_us), url=self._new_url(mirror, hour_start, title),
             site=mirror.host, lang=src.lang, title=title, content=content, kind="near_copy", cluster_id=src.cluster_id,
-            source_doc_id=src.doc_id, edits=edits, true_jaccard=round(j, 6), origin=origin, key=key,
+            source_doc_id=src.doc_id, edits=edits, true_jaccard=round(j, 6), true_jaccard_words=round(j_words, 6),
+            origin=origin, key=key,
         )  # fmt: skip
         self._register(doc)
         return doc
@@ -1218,12 +1331,13 @@ class _Generator:
                 lang=src.lang, title=title, content=content, kind="url_update", source_doc_id=src.doc_id, key=key,
             )  # fmt: skip
             j = jaccard(src_shingles, self._shingles(doc))
-            if j >= 0.5:
+            if j >= 0.5 or jaccard(self._char_shingles(src), char_shingles(title, content)) >= 0.5:
                 self.ids.discard(doc.doc_id)
                 self.shingle_cache.pop(doc.doc_id, None)
                 continue
             doc.cluster_id = doc.doc_id
-            doc.true_jaccard = round(j, 6)
+            doc.true_jaccard = round(jaccard(self._char_shingles(src), char_shingles(title, content)), 6)
+            doc.true_jaccard_words = round(j, 6)
             if rng.random() < 0.5:
                 doc.url, ops = noisy_url(src.url, rng)
                 doc.edits = ("rewrite", *ops)
@@ -1249,6 +1363,8 @@ class _Generator:
             self._template(hour, hour_start, base_us)
         for _ in range(counts["short_distinct"]):
             self._short(hour, hour_start, base_us)
+        for _ in range(counts["list_page"]):
+            self._list_page(hour, hour_start, base_us)
         # Identical copies first: exact and near copies may name them as their source.
         for _ in range(counts["url_repeat"]):
             self._require(self._url_repeat(hour, base_us), "url_repeat")
@@ -1308,6 +1424,7 @@ def _truth_table(docs: Sequence[_Doc], batch_ids: Sequence[str]) -> pa.Table:
             "source_doc_id": [d.source_doc_id for d in docs],
             "edits": [list(d.edits) for d in docs],
             "true_jaccard": [d.true_jaccard for d in docs],
+            "true_jaccard_words": [d.true_jaccard_words for d in docs],
             "is_duplicate": [d.kind in DUPLICATE_KINDS for d in docs],
             "must_keep": [d.kind in MUST_KEEP_KINDS for d in docs],
         },

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 DUPLICATE_KINDS = ("url_repeat", "exact_copy", "near_copy", "corpus_dup", "reworded")  # reworded: bench.reworded
-MUST_KEEP_KINDS = ("template_distinct", "short_distinct", "url_update")
+MUST_KEEP_KINDS = ("template_distinct", "short_distinct", "url_update", "list_page")
 NEAR_BANDS: tuple[tuple[str, float, float], ...] = (
     ("0.5-0.7", 0.5, 0.7),
     ("0.7-0.8", 0.7, 0.8),
@@ -153,6 +153,33 @@ def score(decisions: pd.DataFrame, truth: pd.DataFrame) -> dict[str, Any]:
         bands["unknown"] = _band(unknown, dropped)
     result["recall_near_by_band"] = bands
     result["recall_near_j_ge_0_8"] = _band(near & (jac >= 0.8), dropped)["recall"]
+    result["recall_near_j_ge_0_7"] = _band(near & (jac >= 0.7), dropped)["recall"]
+    result["recall_near_j_0_5_0_7"] = _band(near & (jac >= 0.5) & (jac < 0.7), dropped)["recall"]
+    # The same bands on the earlier measure (word 3-grams for English), for runs before it changed.
+    if "true_jaccard_words" in df:
+        jw = pd.to_numeric(df["true_jaccard_words"], errors="coerce")
+        result["recall_near_by_band_words"] = {
+            label: _band(near & (jw >= lo) & (jw < hi), dropped) for label, lo, hi in NEAR_BANDS
+        }
+    lang = df["lang"].astype(str)
+    result["recall_near_by_band_lang"] = {
+        str(code): {label: _band(near & m & (jac >= lo) & (jac < hi), dropped) for label, lo, hi in NEAR_BANDS}
+        for code in sorted(lang[near].unique())
+        if (m := lang.eq(code)).any()
+    }
+    # Per edit kind (a copy with several edits counts under each), overall and per language.
+    if "edits" in df:
+        edits = df["edits"].map(lambda e: frozenset(e) if e is not None and not isinstance(e, float) else frozenset())
+        names = sorted({e for es in edits[near] for e in es})
+        has = {e: edits.map(lambda es, e=e: e in es).astype(bool) for e in names}
+        result["recall_near_by_edit"] = {e: _band(near & has[e], dropped) for e in names}
+        result["recall_near_by_edit_lang"] = {
+            str(code): {e: _band(near & has[e] & lang.eq(code), dropped) for e in names}
+            for code in sorted(lang[near].unique())
+        }
+        result["recall_near_by_edit_count"] = {
+            str(k): _band(near & edits.map(len).eq(k), dropped) for k in sorted({len(es) for es in edits[near]})
+        }
 
     # Cross-batch duplicates (source in an earlier batch) need the registry; same-batch ones do not.
     doc_ids = df["doc_id"].tolist()
@@ -252,11 +279,31 @@ TABLE_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("recall", lambda r: r.get("recall")),
     ("F1", lambda r: r.get("f1")),
     ("recall J>=0.8", lambda r: r.get("recall_near_j_ge_0_8")),
+    ("recall J>=0.7", lambda r: r.get("recall_near_j_ge_0_7")),
+    ("recall J 0.5-0.7", lambda r: r.get("recall_near_j_0_5_0_7")),
     ("false-drop rate", lambda r: r.get("false_drop_rate")),
     ("template FD", lambda r: _fd(r, "template_distinct")),
     ("short FD", lambda r: _fd(r, "short_distinct")),
     ("update FD", lambda r: _fd(r, "url_update")),
+    ("list-page FD", lambda r: _fd(r, "list_page")),
 )
+
+
+def format_near_table(result: Mapping[str, Any]) -> str:
+    """Near-copy recall of one system per language: by true-Jaccard band and by edit kind."""
+    by_band = result.get("recall_near_by_band_lang") or {}
+    by_edit = result.get("recall_near_by_edit_lang") or {}
+    langs = sorted(set(by_band) | set(by_edit))
+    cols = [label for label, _, _ in NEAR_BANDS] + sorted({e for v in by_edit.values() for e in v})
+    header = ["lang", *cols]
+    rows = []
+    for code in langs:
+        cells = {**by_band.get(code, {}), **by_edit.get(code, {})}
+        rows.append([code, *(f"{_fmt(cells[c]['recall'])} ({cells[c]['n']})" if c in cells else "n/a" for c in cols)])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["| " + " | ".join(c.rjust(widths[i]) for i, c in enumerate(r)) + " |" for r in [header, *rows]]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
 
 
 def _fd(result: Mapping[str, Any], kind: str) -> float | None:

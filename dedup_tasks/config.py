@@ -73,11 +73,40 @@ class DedupConfig:
 
     # L3 MinHash + LSH
     minhash_num_perm: int = 128
-    minhash_bands: int = 21
-    minhash_rows: int = 6
+    # 42 bands x 3 rows: P(candidate | J) = 1 - (1 - J^3)^42 is 0.996 at J 0.5, 0.68 at 0.3, 0.04 at 0.1
+    # (docs/near-copies.md); every candidate is then settled by the verifier below.
+    minhash_bands: int = 42
+    minhash_rows: int = 3
     minhash_seed: int = 1
-    minhash_threshold: float = 0.8
+    # Tuned on the bench's train crawl (seed 0; docs/near-copies.md), with margins to the closest
+    # must-keep pairs there (list pages: J <= 0.59, coverage <= 0.74 either way).
+    minhash_threshold: float = 0.7  # Jaccard at which a pair is a copy without further evidence
+    # The verifier (fingerprint.candidates.Verifier): a pair is a copy when the earlier document covers
+    # minhash_min_coverage of the newer's shingles from J minhash_verify_min_jaccard (truncation), or
+    # the newer covers as much of the earlier's from J minhash_additions_min_jaccard (additions). A page
+    # kept as a URL update needs J >= minhash_update_jaccard; a text under simhash_min_chars
+    # J >= minhash_short_jaccard (the rule before the verifier).
+    minhash_verify_min_jaccard: float = 0.45
+    minhash_additions_min_jaccard: float = 0.55
+    minhash_min_coverage: float = 0.8
+    minhash_update_jaccard: float = 0.9
+    minhash_short_jaccard: float = 0.8
+    # In the batch, a pair both of whose coverages reach minhash_passage_min_coverage is a copy when at
+    # most minhash_max_scattered of either text differs in short runs (Verifier: whole passages added
+    # or cut, not other names and amounts in one template).
+    minhash_passage_min_coverage: float = 0.6
+    minhash_max_scattered: float = 0.15
+    # A registered document is judged on signatures (estimates, +-0.04) and without the text order, so
+    # the rule is stricter: J >= minhash_registry_threshold alone, or coverage >= minhash_registry_min_coverage
+    # with the Jaccard floors raised by minhash_registry_margin (the 3-hour bench: docs/near-copies.md).
+    # It is also the commit re-check's Jaccard.
+    minhash_registry_threshold: float = 0.8
+    minhash_registry_min_coverage: float = 0.9
+    minhash_registry_margin: float = 0.1
     zh_shingle_chars: int = 5
+    # English shingles: "chars" (character n-grams of zh_shingle_chars, spaces dropped: a typo breaks
+    # five of them, not every word n-gram holding the word) or "words" (en_shingle_words-grams).
+    en_shingles: str = "chars"
     en_shingle_words: int = 3
 
     # L4 semantic
@@ -133,6 +162,12 @@ class DedupConfig:
             raise ConfigError("the semantic_suspect_* bands must lie inside the recorded suspect_* bands")
         if self.semantic_mode not in ("suspects", "full"):
             raise ConfigError("semantic_mode must be 'suspects' or 'full'")
+        if self.en_shingles not in ("chars", "words"):
+            raise ConfigError("en_shingles must be 'chars' or 'words'")
+        if not 0.0 < self.minhash_verify_min_jaccard <= self.minhash_threshold:
+            raise ConfigError("need 0 < minhash_verify_min_jaccard <= minhash_threshold")
+        if not 0.0 < self.minhash_update_jaccard <= 1.0 or not 0.0 < self.minhash_short_jaccard <= 1.0:
+            raise ConfigError("minhash_update_jaccard and minhash_short_jaccard must be in (0, 1]")
         if self.simhash_zh_features not in ("char2", "jieba"):
             raise ConfigError("simhash_zh_features must be 'char2' or 'jieba'")
         if not -1.0 <= self.semantic_sketch_min <= 1.0 or self.semantic_sketch_neighbours < 1:

@@ -28,7 +28,7 @@ def test_config_hash_tracks_decision_settings_only():
         ({"nope": 1}, "unknown config key"),
         ({"layers": "url,bogus"}, "unknown layer"),
         ({"minhash_threshold": "high"}, "minhash_threshold"),
-        ({"minhash_bands": 40}, "bands"),
+        ({"minhash_bands": 43}, "bands"),  # 43 x 3 rows > 128 permutations
         ({"embed_threads": -1}, "embed_threads"),
     ],
 )

@@ -162,8 +162,10 @@ def test_extra_columns_pass_through(planted):
 def test_kept_near_misses_name_their_best_candidate(en_articles):
     art = next(a for a in en_articles if len(a["text"].split()) >= 200)
     words = art["text"].split()
-    # Every 15th word changed: Jaccard of word 3-grams about 0.68, below 0.8 but a near miss.
-    edited = " ".join(w if i % 15 else "changed" for i, w in enumerate(words))
+    # Every 5th word changed: char 5-gram Jaccard ~0.54 with the changes scattered through the text,
+    # which the verifier (issue #17) refuses, but a near miss. (Every 15th word, as before #17, is now
+    # a near copy: as many characters wrong as a 3%-typo copy.)
+    edited = " ".join(w if i % 5 else "changed" for i, w in enumerate(words))
     rows = [
         {"doc_id": "orig", "url": "https://a.com/1", "title": art["title"], "content": art["text"]},
         {"doc_id": "edit", "url": "https://b.com/1", "title": art["title"], "content": edited},

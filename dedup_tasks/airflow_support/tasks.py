@@ -44,7 +44,7 @@ PARAM_SPECS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
         },
     ),
     "simhash_max_distance": ("integer", 3, {"minimum": 0, "maximum": 16}),
-    "minhash_threshold": ("number", 0.8, {"minimum": 0.05, "maximum": 1.0}),
+    "minhash_threshold": ("number", DedupConfig.minhash_threshold, {"minimum": 0.05, "maximum": 1.0}),
     "semantic_threshold": ("number", 0.92, {"minimum": -1.0, "maximum": 1.0}),
     # Per-language L4 thresholds win over semantic_threshold; null falls back to it.
     "semantic_threshold_zh": (["null", "number"], 0.975, {"minimum": -1.0, "maximum": 1.0}),

@@ -27,6 +27,65 @@ class StreamResult:
     score: np.ndarray  # float64 score of that match (NaN if kept)
     suspect: np.ndarray  # int64 best near-miss candidate row, -1 if none
     suspect_score: np.ndarray  # float64
+    # Of the match (MinHash with shingle sets; NaN otherwise): share of the newer document's
+    # shingles found in the earlier one, and of the earlier one's found in the newer.
+    covers_newer: np.ndarray | None = None
+    covers_earlier: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """A reader's rule for a candidate pair, on shingle sets (character 5-grams by default).
+
+    A pair is a copy when its Jaccard reaches ``accept_jaccard``, or when one document is covered
+    by the other (``min_coverage`` of its shingles, so typos are tolerated): the newer by the
+    earlier (truncation, deleted sentences) from Jaccard ``min_jaccard``, or the earlier by the
+    newer (added boilerplate, inserted sentences) from ``additions_min_jaccard``, higher because a
+    longer article that quotes a whole shorter one is not a copy of it.
+
+    Where both coverages reach only ``passage_min_coverage`` (a copy truncated *and* given a new
+    sentence), the pair is read in text order: it is a copy when the differences come in whole
+    passages, i.e. at most ``max_scattered`` of either document's 5-gram positions miss the other in
+    short runs (under ``LONG_RUN``). Pages of one list article or template (other names, amounts)
+    differ everywhere in short runs. This needs both sets, so it runs in the batch only.
+
+    Some rows are held to a plain Jaccard instead (``strict``, per row; NaN: the rule above): a page
+    kept as a URL update (only a near-identical copy is dropped) and a short text (its coverage says
+    little).
+    """
+
+    accept_jaccard: float = 0.7
+    min_jaccard: float = 0.45
+    min_coverage: float = 0.8
+    additions_min_jaccard: float = 0.55
+    passage_min_coverage: float = 0.6
+    max_scattered: float = 0.15
+
+    @property
+    def rule(self) -> np.ndarray:
+        return np.array([
+            self.accept_jaccard, self.min_jaccard, self.min_coverage, self.additions_min_jaccard,
+            self.passage_min_coverage, self.max_scattered, LONG_RUN,
+        ])  # fmt: skip
+
+    def accepts(self, jaccard, covers_newer, covers_earlier, strict=np.nan):
+        """Elementwise over numpy arrays (or scalars)."""
+        loose = (
+            (jaccard >= self.accept_jaccard)
+            | ((jaccard >= self.min_jaccard) & (covers_newer >= self.min_coverage))
+            | ((jaccard >= self.additions_min_jaccard) & (covers_earlier >= self.min_coverage))
+        )
+        return np.where(np.isnan(strict), loose, jaccard >= np.nan_to_num(strict, nan=2.0))
+
+
+LONG_RUN = 20  # 5-gram positions: a run this long is a passage (a sentence), shorter ones are edits
+
+
+@njit(cache=True)
+def _accepts(j, c_new, c_old, strict, rule):
+    if strict == strict:  # not NaN: a plain Jaccard rule for this row
+        return j >= strict
+    return j >= rule[0] or (j >= rule[1] and c_new >= rule[2]) or (j >= rule[3] and c_old >= rule[2])
 
 
 @njit(cache=True)
@@ -39,8 +98,9 @@ def _ensure_sorted(hashes, offsets, sorted32, ready, d):
 
 
 @njit(cache=True)
-def _exact_jaccard(hashes, offsets, sorted32, ready, a, b):
-    """Jaccard of two documents' shingle sets (the 32-bit values their signatures are taken over).
+def _overlap(hashes, offsets, sorted32, ready, a, b):
+    """(common, distinct in a, distinct in b) of two documents' shingle sets (the 32-bit values
+    their signatures are taken over).
 
     Sorted on first use only: the few documents that reach an exact check pay for it.
     """
@@ -73,13 +133,128 @@ def _exact_jaccard(hashes, offsets, sorted32, ready, a, b):
                 i += 1
             while j < j_end and sorted32[j] == v:
                 j += 1
+    return common, size_a, size_b
+
+
+@njit(cache=True)
+def _exact_jaccard(hashes, offsets, sorted32, ready, a, b):
+    common, size_a, size_b = _overlap(hashes, offsets, sorted32, ready, a, b)
     union = size_a + size_b - common
     return common / union if union > 0 else 0.0
 
 
 @njit(cache=True)
+def _scattered(hashes, offsets, sorted32, ready, d, c, long_run):
+    """Share of document d's shingle positions (in text order) that miss document c's set in runs
+    shorter than ``long_run``: differences scattered through the text (other names and amounts in
+    one template, dense typos) rather than whole passages added or cut."""
+    _ensure_sorted(hashes, offsets, sorted32, ready, c)
+    lo = offsets[c]
+    hi = offsets[c + 1]
+    run = 0
+    short = 0
+    total = offsets[d + 1] - offsets[d]
+    for i in range(offsets[d], offsets[d + 1] + 1):
+        hit = True
+        if i < offsets[d + 1]:
+            v = hashes[i]
+            a = lo
+            b = hi
+            while a < b:
+                m = (a + b) // 2
+                if sorted32[m] < v:
+                    a = m + 1
+                else:
+                    b = m
+            hit = a < hi and sorted32[a] == v
+        if hit:
+            if 0 < run < long_run:
+                short += run
+            run = 0
+        else:
+            run += 1
+    return short / total if total > 0 else 0.0
+
+
+@njit(cache=True)
+def _passage_candidate(j, c_new, c_old, strict, rule):
+    return strict != strict and j >= rule[1] and min(c_new, c_old) >= rule[4]
+
+
+@njit(cache=True)
+def _by_passages(hashes, offsets, sorted32, ready, d, c, rule):
+    long_run = int(rule[6])
+    return (
+        _scattered(hashes, offsets, sorted32, ready, d, c, long_run) <= rule[5]
+        and _scattered(hashes, offsets, sorted32, ready, c, d, long_run) <= rule[5]
+    )
+
+
+def verify_pairs(
+    hashes: np.ndarray, offsets: np.ndarray, newer: np.ndarray, earlier: np.ndarray, verifier: Verifier, strict: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The verifier on pairs of documents whose shingle sets are at hand (``pair_overlap``'s layout):
+    (accepted, Jaccard, covers newer, covers earlier), the in-batch rule of ``stream_minhash``."""
+    jac, covers_newer, covers_earlier = pair_overlap(hashes, offsets, newer, earlier)
+    strict = np.asarray(strict, np.float64)
+    ok = np.asarray(verifier.accepts(jac, covers_newer, covers_earlier, strict), bool)
+    rule = verifier.rule
+    maybe = np.flatnonzero(
+        ~ok & np.isnan(strict) & (jac >= rule[1]) & (np.minimum(covers_newer, covers_earlier) >= rule[4])
+    )
+    if len(maybe):
+        long_run = int(rule[6])
+        scattered = np.maximum(
+            pair_scattered(hashes, offsets, newer[maybe], earlier[maybe], long_run),
+            pair_scattered(hashes, offsets, earlier[maybe], newer[maybe], long_run),
+        )
+        ok[maybe] = scattered <= rule[5]
+    return ok, jac, covers_newer, covers_earlier
+
+
+def pair_scattered(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, long_run: int = LONG_RUN) -> np.ndarray:
+    """``_scattered`` of each pair (a[i] against b[i])."""
+    return _pair_scattered(np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(a, np.int64), np.asarray(b, np.int64), long_run)
+
+
+@njit(cache=True)
+def _pair_scattered(hashes, offsets, a, b, long_run):
+    sorted32 = np.empty(len(hashes), np.uint32)
+    ready = np.zeros(len(offsets) - 1, np.bool_)
+    out = np.zeros(len(a))
+    for i in range(len(a)):
+        out[i] = _scattered(hashes, offsets, sorted32, ready, a[i], b[i], long_run)
+    return out
+
+
+def pair_overlap(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact (Jaccard, share of a's shingles in b, share of b's in a) of the pairs (a[i], b[i])
+    of documents whose 32-bit shingle values are ``hashes[offsets[d]:offsets[d + 1]]``."""
+    return _pair_overlap(
+        np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(a, np.int64), np.asarray(b, np.int64)
+    )
+
+
+@njit(cache=True)
+def _pair_overlap(hashes, offsets, a, b):
+    sorted32 = np.empty(len(hashes), np.uint32)
+    ready = np.zeros(len(offsets) - 1, np.bool_)
+    jac = np.zeros(len(a))
+    in_b = np.zeros(len(a))
+    in_a = np.zeros(len(a))
+    for i in range(len(a)):
+        common, size_a, size_b = _overlap(hashes, offsets, sorted32, ready, a[i], b[i])
+        union = size_a + size_b - common
+        jac[i] = common / union if union > 0 else 0.0
+        in_b[i] = common / size_a if size_a > 0 else 0.0
+        in_a[i] = common / size_b if size_b > 0 else 0.0
+    return jac, in_b, in_a
+
+
+@njit(cache=True)
 def _stream(
-    keys, active, values, is_simhash, max_distance, min_jaccard, suspect_bound, hashes, hash_off, exact_floor, exact_ceiling
+    keys, active, values, is_simhash, max_distance, min_jaccard, suspect_bound, hashes, hash_off, exact_floor, exact_ceiling,
+    strict, rule,
 ):
     n, n_bands = keys.shape
     sorted32 = np.empty(len(hashes), np.uint32)
@@ -88,6 +263,9 @@ def _stream(
     score = np.full(n, np.nan)
     suspect = np.full(n, -1, np.int64)
     suspect_score = np.full(n, np.nan)
+    covers_newer = np.full(n, np.nan)
+    covers_earlier = np.full(n, np.nan)
+    verify = len(hash_off) > 0 and len(rule) == 7
     # Key -> newest kept document with it. A numba typed Dict costs several times more per
     # operation, and the stream does one lookup and one insert per (document, band).
     table_keys = np.zeros(hash_table_size(int(active.sum()) * n_bands), np.uint64)
@@ -99,6 +277,8 @@ def _stream(
             continue
         best = -1
         best_score = 0.0
+        best_new = np.nan
+        best_old = np.nan
         near = -1
         near_score = 0.0
         for b in range(n_bands):
@@ -127,13 +307,30 @@ def _stream(
                             if values[d, k] == values[c, k]:
                                 eq += 1
                         s = eq / width
-                        if len(hash_off) > 0 and exact_floor <= s < exact_ceiling:
-                            # In the batch the shingle sets are at hand: settle the estimate exactly.
-                            s = _exact_jaccard(hashes, hash_off, sorted32, ready, d, c)
-                        if s >= min_jaccard:
+                        ok = False
+                        c_new = np.nan
+                        c_old = np.nan
+                        if verify and s >= exact_floor:
+                            # In the batch the shingle sets are at hand: the verifier reads them.
+                            common, size_d, size_c = _overlap(hashes, hash_off, sorted32, ready, d, c)
+                            union = size_d + size_c - common
+                            s = common / union if union > 0 else 0.0
+                            c_new = common / size_d if size_d > 0 else 0.0
+                            c_old = common / size_c if size_c > 0 else 0.0
+                            ok = _accepts(s, c_new, c_old, strict[d], rule)
+                            if not ok and _passage_candidate(s, c_new, c_old, strict[d], rule):
+                                ok = _by_passages(hashes, hash_off, sorted32, ready, d, c, rule)
+                        else:
+                            if len(hash_off) > 0 and exact_floor <= s < exact_ceiling:
+                                # In the batch the shingle sets are at hand: settle the estimate exactly.
+                                s = _exact_jaccard(hashes, hash_off, sorted32, ready, d, c)
+                            ok = s >= min_jaccard
+                        if ok:
                             if best < 0 or s > best_score or (s == best_score and c < best):
                                 best = c
                                 best_score = s
+                                best_new = c_new
+                                best_old = c_old
                         elif s >= suspect_bound and (near < 0 or s > near_score):
                             near = c
                             near_score = s
@@ -141,6 +338,8 @@ def _stream(
         if best >= 0:
             matched[d] = best
             score[d] = best_score
+            covers_newer[d] = best_new
+            covers_earlier[d] = best_old
             continue
         if near >= 0:
             suspect[d] = near
@@ -150,7 +349,10 @@ def _stream(
             chain[d, b] = table_docs[i]
             table_keys[i] = keys[d, b]
             table_docs[i] = d
-    return matched, score, suspect, suspect_score
+    return matched, score, suspect, suspect_score, covers_newer, covers_earlier
+
+
+_NO_RULE = np.empty(0, np.float64)
 
 
 def stream_simhash(
@@ -163,6 +365,7 @@ def stream_simhash(
     out = _stream(
         np.ascontiguousarray(keys), active.astype(np.bool_), simhash.reshape(-1, 1), True,
         int(max_distance), 2.0, float(suspect_max_distance), _NO_SETS, _NO_OFFSETS, 2.0, 2.0,
+        np.full(len(simhash), np.nan), _NO_RULE,
     )
     return StreamResult(*out)
 
@@ -176,6 +379,8 @@ def stream_minhash(
     shingles: tuple[np.ndarray, np.ndarray] | None = None,
     exact_floor: float = 0.65,
     exact_ceiling: float = 0.9,
+    verifier: Verifier | None = None,
+    strict: np.ndarray | None = None,
 ) -> StreamResult:
     """Jaccard >= threshold against earlier kept rows sharing an LSH band.
 
@@ -183,11 +388,17 @@ def stream_minhash(
     estimate falls in [exact_floor, exact_ceiling) is judged on its exact Jaccard instead: with 128
     permutations the estimate's standard deviation near 0.8 is 0.035, so a true 0.8 lands anywhere in
     about 0.7-0.9 while outside that band the estimate alone is reliable.
+
+    With ``shingles`` and a ``verifier``, every candidate estimated at ``exact_floor`` or more is
+    decided by the verifier on the exact sets (``strict``: per row NaN, or the plain Jaccard that row
+    needs instead); the coverage of each match is returned with it.
     """
     sets, set_off = shingles if shingles is not None else (_NO_SETS, _NO_OFFSETS)
+    rule = verifier.rule if verifier is not None and shingles is not None else _NO_RULE
+    strict = np.full(len(active), np.nan) if strict is None else np.asarray(strict, np.float64)
     out = _stream(
         np.ascontiguousarray(band_keys, dtype=np.uint64), active.astype(np.bool_),
         np.ascontiguousarray(signatures), False, 0, float(threshold), float(suspect_min),
-        sets, set_off, float(exact_floor), float(exact_ceiling),
+        sets, set_off, float(exact_floor), float(exact_ceiling), strict, rule,
     )
     return StreamResult(*out)

@@ -1,4 +1,10 @@
-"""L3: MinHash (datasketch-compatible) + LSH band buckets, verified by estimated Jaccard >= 0.8."""
+"""L3: MinHash (datasketch-compatible) + LSH band buckets down to Jaccard 0.5, every candidate verified.
+
+In the batch the verifier (``candidates.Verifier``) reads the exact shingle sets of both documents.
+For a registered document it reads its signature: every value recovers one of its shingles (a
+uniform draw), looked up in the newer document's full set, gives the share of the earlier covered by
+the newer, and with the estimated Jaccard the reverse share; the registry stores nothing more.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,13 @@ import numpy as np
 import pyarrow as pa
 
 from dedup_tasks.fingerprint import kernels
-from dedup_tasks.fingerprint.candidates import stream_minhash
-from dedup_tasks.fingerprint.minhash import MinHasher, estimated_jaccard
+from dedup_tasks.fingerprint.candidates import Verifier, stream_minhash
+from dedup_tasks.fingerprint.minhash import (
+    MinHasher,
+    coverage_from_jaccard,
+    earlier_covered,
+    estimated_jaccard,
+)
 from dedup_tasks.layers.base import (
     Drops,
     Layer,
@@ -17,13 +28,39 @@ from dedup_tasks.layers.base import (
     set_column,
     strings_np,
 )
-from dedup_tasks.layers.near import NearDupDecisions, chunks, near_text_spans
+from dedup_tasks.layers.near import (
+    NearDupDecisions,
+    add_reason_rows,
+    chunks,
+    near_text_spans,
+    strict_rows,
+    verified_reason,
+)
 
 NO_SHINGLES_REASON = "no text to shingle: MinHash not applied"
+# Candidates estimated below this Jaccard are not verified: at 128 permutations an estimate of 0.4
+# hides a true 0.5 with probability ~0.02.
+VERIFY_FLOOR = 0.4
+
+
+def registry_verifier_of(cfg) -> Verifier:
+    """The rule for a registered document, read through its signature (see DedupConfig)."""
+    m = cfg.minhash_registry_margin
+    return Verifier(
+        cfg.minhash_registry_threshold, cfg.minhash_verify_min_jaccard + m, cfg.minhash_registry_min_coverage,
+        cfg.minhash_additions_min_jaccard + m,
+    )  # fmt: skip
+
+
+def verifier_of(cfg) -> Verifier:
+    return Verifier(
+        cfg.minhash_threshold, cfg.minhash_verify_min_jaccard, cfg.minhash_min_coverage,
+        cfg.minhash_additions_min_jaccard, cfg.minhash_passage_min_coverage, cfg.minhash_max_scattered,
+    )  # fmt: skip
 
 
 def minhash_rows(
-    batch: pa.Table, hasher: MinHasher, zh_chars: int, en_words: int, cache: NearText | None = None
+    batch: pa.Table, hasher: MinHasher, zh_chars: int, en_words: int, cache: NearText | None = None, en_chars: bool = False
 ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Signatures (n, num_perm) uint32, shingle count per row, and the rows' 32-bit shingle hashes
     (what the signature is taken over, and what the exact check of in-batch candidates reads) + offsets.
@@ -32,7 +69,9 @@ def minhash_rows(
     counts = np.zeros(batch.num_rows, np.int64)
     set_parts, set_counts = [], []
     for start, end in chunks(batch.num_rows):
-        cp, starts, ends, modes = near_text_spans(batch.slice(start, end - start), kernels.CHARS, cache=cache)
+        cp, starts, ends, modes = near_text_spans(
+            batch.slice(start, end - start), kernels.CHARS, cache=cache, en_mode=kernels.CHARS if en_chars else kernels.WORDS
+        )
         per_doc = kernels.count_shingles(cp, starts, ends, modes, en_words, zh_chars)
         out_offsets = np.zeros(len(per_doc) + 1, np.int64)
         np.cumsum(per_doc, out=out_offsets[1:])
@@ -70,7 +109,11 @@ class MinHashLayer(Layer):
         cfg = self.config
         n = batch.num_rows
         hasher = MinHasher(cfg.minhash_num_perm, cfg.minhash_seed, cfg.minhash_bands, cfg.minhash_rows)
-        sig, counts, sets = minhash_rows(batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words, ctx.near_text)
+        sig, counts, sets = minhash_rows(
+            batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words, ctx.near_text, cfg.en_shingles == "chars"
+        )
+        verifier = verifier_of(cfg)
+        strict = strict_rows(batch, cfg)
         has = counts > 0
         keys = hasher.band_keys(sig)
         batch = set_column(batch, "_minhash", signature_column(sig))
@@ -81,12 +124,22 @@ class MinHashLayer(Layer):
         queries = np.flatnonzero(has)
         hits = ctx.registry.minhash_candidates(ctx.batch_id, keys[queries])
         if len(hits):
-            jac = estimated_jaccard(hits.payload["minhash"], sig[queries[hits.query]])
-            ok = jac >= cfg.minhash_threshold
-            decisions.add_registry(queries, hits, jac, ok, ~ok & (jac >= cfg.suspect_jaccard_min), -jac)
+            rows = queries[hits.query]
+            jac = estimated_jaccard(hits.payload["minhash"], sig[rows])
+            old_in_new = earlier_covered(hits.payload["minhash"], rows, *sets, hasher)
+            covers = (coverage_from_jaccard(jac, old_in_new), old_in_new)
+            ok = registry_verifier_of(cfg).accepts(jac, *covers, strict[rows]) & (jac >= VERIFY_FLOOR)
+            decisions.add_registry(queries, hits, jac, ok, ~ok & (jac >= cfg.suspect_jaccard_min), -jac, covers)
         decisions.add_stream(
-            stream_minhash(keys, sig, has & ~decisions.drop, cfg.minhash_threshold, cfg.suspect_jaccard_min, sets)
-        )
+            stream_minhash(
+                keys, sig, has & ~decisions.drop, cfg.minhash_threshold, cfg.suspect_jaccard_min, sets,
+                exact_floor=VERIFY_FLOOR, verifier=verifier, strict=strict,
+            )
+        )  # fmt: skip
+        dropped = np.flatnonzero(decisions.drop)
+        batch = add_reason_rows(batch, dropped, verified_reason(
+            "MinHash", decisions.score[dropped], decisions.covers_newer[dropped], decisions.covers_earlier[dropped]
+        ))  # fmt: skip
         batch, drops = decisions.finish(batch, self.name, higher_is_closer=True)
         empty = np.asarray(batch.column("_empty").to_numpy(), bool)
         return add_reason(batch, ~has & ~empty, NO_SHINGLES_REASON), drops

@@ -8,14 +8,22 @@ import pyarrow.compute as pc
 
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.hashing import codepoints
-from dedup_tasks.layers.base import Drops, NearText, column_np, first_match_per_query, set_column, strings_np
+from dedup_tasks.layers.base import (
+    Drops,
+    NearText,
+    add_reason,
+    column_np,
+    first_match_per_query,
+    set_column,
+    strings_np,
+)
 from dedup_tasks.normalize.tokens import segment_words
 
 CHUNK_DOCS = 20_000
 
 
 def near_text_spans(
-    batch: pa.Table, zh_mode: int, segment_zh: bool = False, cache: NearText | None = None
+    batch: pa.Table, zh_mode: int, segment_zh: bool = False, cache: NearText | None = None, en_mode: int = kernels.WORDS
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(code points, starts, ends, per-row mode) of the rows' near-duplicate text (``_near_text``).
 
@@ -24,7 +32,7 @@ def near_text_spans(
     """
     text = batch.column("_near_text")
     is_zh = strings_np(batch, "_lang") == "zh"
-    modes = np.where(is_zh, zh_mode, kernels.WORDS).astype(np.int64)
+    modes = np.where(is_zh, zh_mode, en_mode).astype(np.int64)
     if cache is not None and not (segment_zh and is_zh.any()):
         return (*cache.spans(batch.column("_row").to_numpy()), modes)
     if segment_zh and is_zh.any():
@@ -72,6 +80,59 @@ def bool_col(batch: pa.Table, name: str) -> np.ndarray:
     return column_np(batch, name).astype(bool)
 
 
+URL_UPDATE = "_url_update"  # set by L1: the row's URL was seen before with other content
+
+
+def strict_rows(batch: pa.Table, cfg) -> np.ndarray:
+    """Per row the plain Jaccard the verifier asks instead of its coverage rule (NaN: none): for a
+    page L1 kept as an update of a page it knew, ``minhash_update_jaccard`` (new content under a
+    known URL stays an update unless near-identical); for a text under ``simhash_min_chars``,
+    ``minhash_short_jaccard`` (in a 70-character flash a few changed facts leave most 5-grams shared,
+    so coverage says little)."""
+    out = np.full(batch.num_rows, np.nan)
+    out[text_lengths(batch) < cfg.simhash_min_chars] = cfg.minhash_short_jaccard
+    if URL_UPDATE in batch.column_names:
+        out[bool_col(batch, URL_UPDATE)] = cfg.minhash_update_jaccard
+    return out
+
+
+def shingle_sets(
+    batch: pa.Table, rows: np.ndarray, zh_chars: int, en_words: int, en_chars: bool, cache: NearText | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The 32-bit shingle values (what MinHash reads) of ``rows`` of ``batch`` and their offsets."""
+    sub = batch.take(pa.array(np.asarray(rows, np.int64)))
+    cp, starts, ends, modes = near_text_spans(
+        sub, kernels.CHARS, cache=cache, en_mode=kernels.CHARS if en_chars else kernels.WORDS
+    )
+    per_doc = kernels.count_shingles(cp, starts, ends, modes, en_words, zh_chars)
+    offsets = np.zeros(len(per_doc) + 1, np.int64)
+    np.cumsum(per_doc, out=offsets[1:])
+    return kernels.shingle_hashes(cp, starts, ends, modes, en_words, zh_chars, offsets), offsets
+
+
+def add_reason_rows(batch: pa.Table, rows: np.ndarray, reasons: np.ndarray) -> pa.Table:
+    mask = np.zeros(batch.num_rows, bool)
+    mask[rows] = True
+    full = np.full(batch.num_rows, None, object)
+    full[rows] = reasons
+    return add_reason(batch, mask, full)
+
+
+
+def verified_reason(
+    layer_text: str | list[str], jaccard: np.ndarray, covers_newer: np.ndarray, covers_earlier: np.ndarray
+) -> np.ndarray:
+    """The reason of a verified near-duplicate drop (one per row), in one place for both layers:
+    "MinHash, J~0.62, covers 0.97 of newer / 0.95 of earlier (verified)"."""
+    texts = np.broadcast_to(np.asarray(layer_text, dtype=object), np.shape(jaccard))
+    return np.array(
+        [
+            f"{t}, J~{j:.2f}, covers {n:.2f} of newer / {o:.2f} of earlier (verified)"
+            for t, j, n, o in zip(texts, jaccard, covers_newer, covers_earlier, strict=True)
+        ],
+        dtype=object,
+    )
+
 class NearDupDecisions:
     """Drops and near misses of one near-duplicate layer, from the registry and from the batch.
 
@@ -86,9 +147,14 @@ class NearDupDecisions:
         self.matched_doc = np.full(n, None, object)
         self.matched_batch = np.full(n, None, object)
         self.score = np.full(n, np.nan)
+        self.covers_newer = np.full(n, np.nan)
+        self.covers_earlier = np.full(n, np.nan)
         self._near: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
-    def add_registry(self, queries: np.ndarray, hits, score: np.ndarray, ok: np.ndarray, near: np.ndarray, rank: np.ndarray) -> None:
+    def add_registry(
+        self, queries: np.ndarray, hits, score: np.ndarray, ok: np.ndarray, near: np.ndarray, rank: np.ndarray,
+        covers: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         """Registry candidates of rows ``queries``: drop on the best ``ok`` one, remember ``near`` ones."""
         if not len(hits):
             return
@@ -98,6 +164,9 @@ class NearDupDecisions:
         self.matched_doc[rows] = hits.doc_id[best[with_hit]]
         self.matched_batch[rows] = hits.batch_id[best[with_hit]]
         self.score[rows] = score[best[with_hit]]
+        if covers is not None:
+            self.covers_newer[rows] = covers[0][best[with_hit]]
+            self.covers_earlier[rows] = covers[1][best[with_hit]]
         self._near.append((queries[hits.query[near]], hits.doc_id[near], hits.batch_id[near], score[near]))
 
     def add_stream(self, result) -> None:
@@ -107,6 +176,9 @@ class NearDupDecisions:
         self.matched_doc[rows] = self.doc_ids[result.matched[rows]]
         self.matched_batch[rows] = self.batch_id
         self.score[rows] = result.score[rows]
+        if result.covers_newer is not None:
+            self.covers_newer[rows] = result.covers_newer[rows]
+            self.covers_earlier[rows] = result.covers_earlier[rows]
         near = np.flatnonzero(result.suspect >= 0)
         self._near.append(
             (near, self.doc_ids[result.suspect[near]], np.full(len(near), self.batch_id, object), result.suspect_score[near])

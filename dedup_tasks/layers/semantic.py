@@ -189,7 +189,10 @@ class SemanticLayer(Layer):
                 if layer == "simhash":
                     near = (score > cfg.simhash_max_distance) & (score <= cfg.semantic_suspect_hamming_max)
                 else:
-                    near = (score >= cfg.semantic_suspect_jaccard_min) & (score < cfg.minhash_threshold)
+                    # Up to the registry's Jaccard rule (0.8): in the batch L3's verifier settles 0.45-0.8
+                    # on the text, so the band holds registry near misses and pairs the verifier refused.
+                    upper = max(cfg.minhash_threshold, cfg.minhash_registry_threshold)
+                    near = (score >= cfg.semantic_suspect_jaccard_min) & (score < upper)
             r = np.flatnonzero(has & near)
             rows.append(r)
             docs.append(doc[r].astype(object))

@@ -1,4 +1,9 @@
-"""L2: 64-bit weighted SimHash, Hamming distance <= 3, found through four 16-bit band buckets."""
+"""L2: 64-bit weighted SimHash, Hamming distance <= 3, found through four 16-bit band buckets.
+
+A SimHash hit alone never drops a page (pages of one list article collide): an in-batch hit is
+verified on both documents' shingle sets by L3's verifier, and a registry hit, whose shingles are
+not at hand, is left to L3 (recorded as a near miss), which verifies it on the signatures.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from dedup_tasks.fingerprint import kernels
-from dedup_tasks.fingerprint.candidates import stream_simhash
+from dedup_tasks.fingerprint.candidates import stream_simhash, verify_pairs
 from dedup_tasks.fingerprint.simhash import hamming
 from dedup_tasks.layers.base import (
     Drops,
@@ -17,7 +22,17 @@ from dedup_tasks.layers.base import (
     set_column,
     strings_np,
 )
-from dedup_tasks.layers.near import NearDupDecisions, chunks, near_text_spans, text_lengths
+from dedup_tasks.layers.minhash import verifier_of
+from dedup_tasks.layers.near import (
+    NearDupDecisions,
+    add_reason_rows,
+    chunks,
+    near_text_spans,
+    shingle_sets,
+    strict_rows,
+    text_lengths,
+    verified_reason,
+)
 
 SHORT_REASON = "short text: not dropped on SimHash alone"
 
@@ -33,6 +48,32 @@ def simhash_rows(batch: pa.Table, zh_features: str, word_ngram: int = 2, cache: 
 
 
 class SimHashLayer(Layer):
+    def _verify(self, batch: pa.Table, result, ctx: LayerContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Keep the in-batch matches L3's verifier accepts on the exact shingle sets; the others become
+        near misses. Returns per row the (Jaccard, covers newer, covers earlier) of its match."""
+        cfg = self.config
+        n = batch.num_rows
+        out = (np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan))
+        rows = np.flatnonzero(result.matched >= 0)
+        if not len(rows):
+            return out
+        involved, inverse = np.unique(np.concatenate([rows, result.matched[rows]]), return_inverse=True)
+        hashes, offsets = shingle_sets(
+            batch, involved, cfg.zh_shingle_chars, cfg.en_shingle_words, cfg.en_shingles == "chars", ctx.near_text
+        )
+        ok, jac, newer, earlier = verify_pairs(
+            hashes, offsets, inverse[: len(rows)], inverse[len(rows) :], verifier_of(cfg), strict_rows(batch, cfg)[rows]
+        )
+        failed = rows[~ok]
+        # A rejected hit is the row's best near miss: L3 and L4 may still judge the pair.
+        result.suspect[failed] = result.matched[failed]
+        result.suspect_score[failed] = result.score[failed]
+        result.matched[failed] = -1
+        result.score[failed] = np.nan
+        for values, got in zip(out, (jac, newer, earlier), strict=True):
+            values[rows] = got
+        return out
+
     name = "simhash"
 
     @property
@@ -57,10 +98,16 @@ class SimHashLayer(Layer):
         hits = ctx.registry.simhash_candidates(ctx.batch_id, sims[queries])
         if len(hits):
             dist = hamming(hits.payload["simhash"], sims[queries[hits.query]])
-            ok = dist <= cfg.simhash_max_distance
-            decisions.add_registry(queries, hits, dist, ok, ~ok & (dist <= cfg.suspect_hamming_max), dist)
-        decisions.add_stream(
-            stream_simhash(sims, reliable & ~decisions.drop, cfg.simhash_max_distance, cfg.suspect_hamming_max)
-        )
+            never = np.zeros(len(hits), bool)  # unverifiable here: L3 decides (see the module docstring)
+            decisions.add_registry(queries, hits, dist, never, dist <= cfg.suspect_hamming_max, dist)
+        result = stream_simhash(sims, reliable & ~decisions.drop, cfg.simhash_max_distance, cfg.suspect_hamming_max)
+        covers = self._verify(batch, result, ctx)
+        decisions.add_stream(result)
+        dropped = np.flatnonzero(decisions.drop)
+        decisions.covers_newer[dropped], decisions.covers_earlier[dropped] = covers[1][dropped], covers[2][dropped]
+        batch = add_reason_rows(batch, dropped, verified_reason(
+            [f"SimHash distance {d:.0f}" for d in decisions.score[dropped]],
+            covers[0][dropped], covers[1][dropped], covers[2][dropped],
+        ))  # fmt: skip
         batch, drops = decisions.finish(batch, self.name, higher_is_closer=False)
         return add_reason(batch, has & ~reliable, SHORT_REASON), drops

@@ -13,6 +13,7 @@ from dedup_tasks.layers.base import (
     add_reason,
     column_np,
     first_match_per_query,
+    set_column,
     strings_np,
 )
 from dedup_tasks.layers.content import content_hash_columns, ensure_content_hash
@@ -75,5 +76,7 @@ class UrlLayer(Layer):
         batch = add_reason(batch, ~valid, np.where(~valid, column_np(batch, "_url_reason"), None).astype(object))
         is_update = np.array([u is not None for u in update_of]) & ~drop
         batch = add_reason(batch, is_update, update_of)
+        # The near-duplicate layers hold an update to a stricter rule (layers.near.strict_rows).
+        batch = set_column(batch, "_url_update", pa.array(is_update))
         rows = np.flatnonzero(drop)
         return batch, Drops(rows, matched_doc[rows], matched_batch[rows], np.ones(len(rows)))

@@ -152,7 +152,7 @@ def open_registry(config: Any, **registry_kwargs: Any) -> Iterator[Any]:
         "bloom_path": bloom_path(root),
         "num_perm": getattr(config, "minhash_num_perm", 128),
         "conflict_max_hamming": getattr(config, "simhash_max_distance", 3),
-        "conflict_min_jaccard": getattr(config, "minhash_threshold", 0.8),
+        "conflict_min_jaccard": getattr(config, "minhash_registry_threshold", 0.8),
         # The SimHash layer needs candidates up to the suspect range (L4); further ones are never used.
         "simhash_max_distance": max(
             getattr(config, "suspect_hamming_max", 12), getattr(config, "simhash_max_distance", 3)

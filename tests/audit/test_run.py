@@ -9,6 +9,7 @@ import pandas as pd
 from dedup_tasks.audit.report import diff_html
 from dedup_tasks.audit.sampling import SAMPLE_COLUMNS
 from dedup_tasks.cli import main
+from dedup_tasks.config import DedupConfig
 
 
 def test_cli_writes_sample_and_report(week_root, capsys):
@@ -31,7 +32,8 @@ def test_cli_writes_sample_and_report(week_root, capsys):
     # Self-contained: no external scripts, styles, images or fonts.
     assert not re.search(r"<script|<link|<img|@import|src=\"http|url\(http", page)
     assert page.count("<svg") >= 3  # drop rates per hour + the simhash and minhash histograms
-    assert "threshold 0.8" in page and "threshold 3" in page  # histogram threshold marks
+    # Histogram threshold marks: the thresholds the decisions recorded (L3's is 0.7 since issue #17).
+    assert f"threshold {DedupConfig().minhash_threshold:g}" in page and "threshold 3" in page
     assert "Drop rate per site" in page and "zh.example.cn" in page and "Drop rate per language" in page
     assert "Recommended thresholds" in page
     assert "near misses cannot be sampled" not in page  # the cascade records them now

@@ -41,7 +41,13 @@ def test_replay_matches_full_recomputation(week_root, week_decisions, tmp_path):
     every other row the replay must agree with the recomputation exactly.
     """
     original = week_decisions.set_index("doc_id")
-    recomputed = run_week(tmp_path, config_for(tmp_path, simhash_max_distance=1, minhash_threshold=0.9),
+    # The replay knows one rule per layer, score >= threshold. Since issue #17, L3's verifier also drops
+    # on coverage below minhash_threshold and holds short texts and registry pairs to their own Jaccard,
+    # which a stored score cannot replay: the recomputation turns coverage off (> 1 never holds) and
+    # gives every Jaccard rule the new threshold, so it applies the one rule the replay models.
+    one_rule = {"minhash_min_coverage": 1.01, "minhash_passage_min_coverage": 1.01, "minhash_registry_min_coverage": 1.01,
+                "minhash_short_jaccard": 0.9, "minhash_registry_threshold": 0.9}
+    recomputed = run_week(tmp_path, config_for(tmp_path, simhash_max_distance=1, minhash_threshold=0.9, **one_rule),
                           rows=generate_rows()).set_index("doc_id")
     result = replay(week_decisions, NEW)
     changed = result.changes.set_index("doc_id")

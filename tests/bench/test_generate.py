@@ -35,6 +35,7 @@ from bench.generate import (
     noisy_url,
     page_key,
 )
+from bench.similarity import char_shingles
 
 from .conftest import DOCS_PER_HOUR, HOURS
 
@@ -100,6 +101,7 @@ def test_clusters(frame: pd.DataFrame) -> None:
     assert (
         roots["source_doc_id"].isna().sum()
         == (kind.isin(["original", "template_distinct", "short_distinct"])).sum()
+        + (kind.eq("list_page") & frame["edits"].map(len).eq(0)).sum()  # a list's first page
     )
     dups = frame[frame["is_duplicate"]]
     assert (frame.loc[dups["cluster_id"], "kind"].values == "original").all()
@@ -182,10 +184,46 @@ def test_near_copies_record_their_true_jaccard(frame: pd.DataFrame) -> None:
     assert (near["true_jaccard"] < 0.9).any() and (near["true_jaccard"] >= 0.9).any()
     for doc_id, row in near.iterrows():
         src = frame.loc[row["source_doc_id"]]
-        j = jaccard(doc_shingles(row["title"], row["content"]), doc_shingles(src["title"], src["content"]))
+        j = jaccard(char_shingles(row["title"], row["content"]), char_shingles(src["title"], src["content"]))
         assert j == pytest.approx(row["true_jaccard"], abs=1e-6), doc_id
+        jw = jaccard(doc_shingles(row["title"], row["content"]), doc_shingles(src["title"], src["content"]))
+        assert jw == pytest.approx(row["true_jaccard_words"], abs=1e-6), doc_id
         assert exact_key(row["title"], row["content"]) != exact_key(src["title"], src["content"])
         assert 1 <= len(row["edits"]) <= 3
+
+
+def test_near_copies_take_one_to_three_edits_in_every_band(frame: pd.DataFrame) -> None:
+    near = frame[frame["kind"] == "near_copy"]
+    n_edits = near["edits"].map(len)
+    assert set(n_edits) == {1, 2, 3}
+    assert (near.loc[n_edits == 1, "true_jaccard"] < 0.8).any()  # one strong edit reaches the low bands
+    assert (near.loc[n_edits == 3, "true_jaccard"] >= 0.8).any()
+
+
+def test_typos_are_a_character_rate_in_english() -> None:
+    from bench.generate import _typo_chars_en
+
+    text = "the quick brown fox jumps over the lazy dog " * 400
+    for rate in (0.003, 0.025):
+        typed = _typo_chars_en(text, rate, random.Random(1))
+        # Every edit changes a letter's neighbourhood; a word rate of 1% would touch ~0.2% of letters.
+        changed = sum(a != b for a, b in zip(text.split(), typed.split(), strict=False)) / len(text.split())
+        assert 2 * rate < changed < 8 * rate  # 3.9 letters a word: ~3.9 x rate of the words
+
+
+def test_list_pages_share_the_template_not_the_entries(frame: pd.DataFrame) -> None:
+    pages = frame[frame["kind"] == "list_page"]
+    assert len(pages) > 0 and pages["must_keep"].all() and not pages["is_duplicate"].any()
+    later = pages[pages["source_doc_id"].notna()]
+    assert len(later) > 0
+    for _, page in later.iterrows():
+        prev = frame.loc[page["source_doc_id"]]
+        assert prev["kind"] == "list_page" and prev["site"] == page["site"]
+        assert prev["content"].splitlines()[0] == page["content"].splitlines()[0]  # the same intro
+        entries = set(page["content"].splitlines()[1:-1]) & set(prev["content"].splitlines()[1:-1])
+        assert not entries  # every entry differs
+        j = jaccard(char_shingles(page["title"], page["content"]), char_shingles(prev["title"], prev["content"]))
+        assert j == pytest.approx(page["true_jaccard"], abs=1e-6)
 
 
 def test_template_docs_share_long_boilerplate(frame: pd.DataFrame) -> None:

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bench.generate import GeneratedCrawl
-from bench.score import ScoringError, format_table, score
+from bench.score import ScoringError, format_near_table, format_table, score
 
 # A tiny hand-made truth. Cluster A: original a, url repeat a2 (source a), near copy a3 named after
 # a2 (J 0.85), near copy a4 (J 0.6). Cluster B: original b, exact copy b2 in the next batch.
@@ -24,6 +24,7 @@ ROWS = [
     ("t", "B0", "zh", "template_distinct", "t", None, None, False),
     ("s", "B1", "en", "short_distinct", "s", None, None, False),
     ("u", "B1", "en", "url_update", "u", "a", 0.1, False),
+    ("l", "B1", "en", "list_page", "l", None, None, False),
 ]
 
 
@@ -42,7 +43,7 @@ def truth() -> pd.DataFrame:
             "is_duplicate",
         ],
     )
-    df["must_keep"] = df["kind"].isin(["template_distinct", "short_distinct", "url_update"])
+    df["must_keep"] = df["kind"].isin(["template_distinct", "short_distinct", "url_update", "list_page"])
     df["hour"] = df["batch_id"].str[1].astype(int)
     df["edits"] = [[] for _ in range(len(df))]
     return df
@@ -72,22 +73,22 @@ def test_perfect_decisions(truth: pd.DataFrame) -> None:
     assert all(v["rate"] == 0.0 for v in r["false_drop_rate_by_kind"].values())
     assert r["recall_near_j_ge_0_8"] == 1.0
     assert r["provenance_precision"] == 1.0
-    assert r["counts"]["tp"] == 4 and r["counts"]["tn"] == 5
+    assert r["counts"]["tp"] == 4 and r["counts"]["tn"] == 6
     assert r["recall_by_source_batch"]["earlier_batch"] == {"n": 1, "dropped": 1, "recall": 1.0}
     json.dumps(r)  # JSON-serialisable: no numpy scalars, no NaN
 
 
 def test_dropping_every_must_keep_doc(truth: pd.DataFrame) -> None:
-    drops = {**PERFECT, "t": "a", "s": "a", "u": "a"}
+    drops = {**PERFECT, "t": "a", "s": "a", "u": "a", "l": "a"}
     r = score(_decisions(truth, drops), truth)
-    for kind in ("template_distinct", "short_distinct", "url_update"):
+    for kind in ("template_distinct", "short_distinct", "url_update", "list_page"):
         assert r["false_drop_rate_by_kind"][kind]["rate"] == 1.0
     assert r["false_drop_rate_by_kind"]["original"]["rate"] == 0.0
-    assert r["false_drop_rate"] == pytest.approx(3 / 5)
+    assert r["false_drop_rate"] == pytest.approx(4 / 6)
     assert r["must_keep_false_drop_rate"] == 1.0
-    assert r["precision"] == pytest.approx(4 / 7)
+    assert r["precision"] == pytest.approx(4 / 8)
     assert r["recall"] == 1.0
-    assert set(r["examples"]["false_drops"]) == {"t", "s", "u"}
+    assert set(r["examples"]["false_drops"]) == {"t", "s", "u", "l"}
 
 
 def test_keep_everything(truth: pd.DataFrame) -> None:
@@ -188,3 +189,18 @@ def test_scores_a_generated_crawl(crawl: GeneratedCrawl) -> None:
     for kind in ("template_distinct", "short_distinct", "url_update"):
         assert r["false_drop_rate_by_kind"][kind]["rate"] == 1.0
     json.dumps(r)
+
+
+def test_near_recall_per_edit_and_per_language_band(truth: pd.DataFrame) -> None:
+    truth["edits"] = [[], [], ["typos", "truncate"], ["typos"], [], [], [], [], [], []]
+    truth["true_jaccard_words"] = truth["true_jaccard"] - 0.2
+    r = score(_decisions(truth, {"a3": "a"}), truth)  # a3 (J 0.85) caught, a4 (J 0.6) missed
+    assert r["recall_near_by_edit"]["typos"] == {"n": 2, "dropped": 1, "recall": 0.5}
+    assert r["recall_near_by_edit"]["truncate"]["recall"] == 1.0
+    assert r["recall_near_by_edit_lang"]["en"]["typos"]["n"] == 2
+    assert r["recall_near_by_edit_count"] == {"1": {"n": 1, "dropped": 0, "recall": 0.0}, "2": {"n": 1, "dropped": 1, "recall": 1.0}}
+    assert r["recall_near_by_band_lang"]["en"]["0.8-0.9"]["recall"] == 1.0
+    assert r["recall_near_by_band_lang"]["en"]["0.5-0.7"]["recall"] == 0.0
+    assert r["recall_near_j_0_5_0_7"] == 0.0 and r["recall_near_j_ge_0_7"] == 1.0
+    assert r["recall_near_by_band_words"]["0.5-0.7"]["n"] == 1  # a3 at 0.65 on the second measure
+    assert "typos" in format_near_table(r)

@@ -62,16 +62,19 @@ def test_estimated_jaccard_matches_datasketch(en_articles):
 
 
 def test_banding_gives_recall_at_threshold():
+    # Banding reaches down to J 0.5 (issue #17): the verifier, not the band, keeps precision, so the
+    # candidate rate of unrelated pairs (J ~0.1 on char 5-grams) is what stays bounded.
     hasher = MinHasher()
     assert hasher.bands * hasher.rows <= hasher.num_perm
-    assert lsh_recall(0.8, hasher.bands, hasher.rows) >= 0.99
-    assert lsh_recall(0.3, hasher.bands, hasher.rows) < 0.02
+    assert lsh_recall(0.8, hasher.bands, hasher.rows) >= 0.999
+    assert lsh_recall(0.5, hasher.bands, hasher.rows) >= 0.99
+    assert lsh_recall(0.1, hasher.bands, hasher.rows) < 0.05
 
 
 def test_band_keys_equal_for_equal_bands():
     hasher = MinHasher()
     sig = np.random.default_rng(0).integers(0, 2**32, (2, 128), dtype=np.uint32)
-    sig[1, :6] = sig[0, :6]  # only band 0 shared
+    sig[1, : hasher.rows] = sig[0, : hasher.rows]  # only band 0 shared
     keys = hasher.band_keys(sig)
     assert keys.shape == (2, hasher.bands)
     assert keys[0, 0] == keys[1, 0]

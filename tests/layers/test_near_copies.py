@@ -1,0 +1,230 @@
+"""Issue #17: typo-robust shingles, the verifier, verified SimHash drops and the update rule.
+
+Each test builds real batches (make_batch) and runs the real cascade against the in-memory registry;
+the pairs are chosen so that the rule under test decides them (the asserts state which way).
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from datasketch import MinHash
+
+from dedup_tasks.config import DedupConfig
+from dedup_tasks.fingerprint import kernels
+from dedup_tasks.fingerprint.candidates import Verifier, pair_overlap
+from dedup_tasks.fingerprint.hashing import codepoints, shingle_hash32
+from dedup_tasks.fingerprint.minhash import MinHasher, coverage_from_jaccard, earlier_covered
+from dedup_tasks.layers.minhash import minhash_rows
+from dedup_tasks.layers.simhash import simhash_rows
+from dedup_tasks.normalize.text import token_text
+from dedup_tasks.normalize.tokens import shingles
+from dedup_tasks.pipeline import prepare, run_batch
+from dedup_tasks.registry.base import MemoryRegistry
+from tests.conftest import BASE_TIME, make_batch
+
+CONFIG = DedupConfig(layers=("url", "exact", "simhash", "minhash"))
+
+
+def decisions(rows, registry=None, batch_id="2026-12-01T00", start=BASE_TIME, config=CONFIG):
+    result = run_batch(make_batch(rows, start), batch_id, config, registry or MemoryRegistry())
+    return {row["doc_id"]: row for row in result.decisions.to_pylist()}
+
+
+def typos(text: str, rate: float, seed: int = 0) -> str:
+    """Replace letters at a character rate (what the hardened bench does)."""
+    rng = random.Random(seed)
+    return "".join(rng.choice("etaoinshr") if c.isalpha() and rng.random() < rate else c for c in text)
+
+
+def long_article(en_articles, words: int = 250) -> dict:
+    return next(a for a in en_articles if len(a["text"].split()) >= words)
+
+
+# --- shingles ------------------------------------------------------------------------------------
+
+
+def _exact_jaccard(texts, lang, en_shingles):
+    cfg = DedupConfig(en_shingles=en_shingles)
+    batch = prepare(make_batch([{"doc_id": str(i), "url": f"https://a{i}.com/", "content": t, "lang": lang} for i, t in enumerate(texts)]), cfg)
+    hasher = MinHasher(cfg.minhash_num_perm, cfg.minhash_seed, cfg.minhash_bands, cfg.minhash_rows)
+    _, _, (hashes, offsets) = minhash_rows(batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words, None, en_shingles == "chars")
+    jac, _, _ = pair_overlap(hashes, offsets, np.array([0]), np.array([1]))
+    return jac[0]
+
+
+def test_english_char_shingles_survive_typos_where_word_trigrams_break(en_articles):
+    text = long_article(en_articles)["text"]
+    typed = typos(text, 0.02)
+    chars = _exact_jaccard([text, typed], "en", "chars")
+    words = _exact_jaccard([text, typed], "en", "words")
+    # 2% of letters wrong: about 10% of char 5-grams, but ~25% of word 3-grams lose a word.
+    assert chars >= 0.75
+    assert words <= 0.65
+    assert chars - words >= 0.15
+
+
+def test_english_char_signatures_equal_datasketch():
+    texts = ["The quick brown fox jumps over the lazy dog, again and again.", "two words", "Mixed 中文 text"]
+    tokens = token_text(pa.array(texts))
+    cp, offsets = codepoints(tokens)
+    modes = np.full(len(texts), kernels.CHARS, np.int64)  # en_shingles="chars": English read as characters
+    counts = kernels.count_shingles(cp, offsets[:-1], offsets[1:], modes, 3, 5)
+    out = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    hashes = kernels.shingle_hashes(cp, offsets[:-1], offsets[1:], modes, 3, 5, out)
+    hasher = MinHasher()
+    sig = hasher.signatures(hashes, out)
+    for i, token in enumerate(tokens.to_pylist()):
+        ref = MinHash(num_perm=128, seed=1, hashfunc=shingle_hash32)
+        ref.update_batch([s.encode() for s in shingles(token, "zh")])  # char 5-grams, spaces dropped
+        assert (ref.hashvalues.astype(np.uint32) == sig[i]).all()
+
+
+# --- the verifier ----------------------------------------------------------------------------------
+
+
+def test_verifier_rule():
+    v = Verifier(accept_jaccard=0.7, min_jaccard=0.45, min_coverage=0.8, additions_min_jaccard=0.55)
+    assert v.accepts(0.75, 0.8, 0.8)  # high Jaccard alone
+    assert v.accepts(0.5, 0.98, 0.5)  # truncated: the newer is covered by the earlier
+    assert v.accepts(0.6, 0.6, 0.98)  # additions: the earlier survives in the newer
+    assert not v.accepts(0.5, 0.5, 0.98)  # ...but a longer article quoting a short one is no copy
+    assert not v.accepts(0.6, 0.74, 0.74)  # a list page: much shared, neither side covered
+    assert not v.accepts(0.4, 1.0, 0.4)  # below the Jaccard floor
+    assert not v.accepts(0.85, 1.0, 1.0, 0.9) and v.accepts(0.92, 1.0, 1.0, 0.9)  # a row's plain rule
+    got = v.accepts(np.array([0.75, 0.6, 0.75]), np.array([0.8, 0.74, 1.0]), np.array([0.8, 0.74, 1.0]), np.array([np.nan, np.nan, 0.8]))
+    assert got.tolist() == [True, False, False]
+
+
+def test_pair_overlap_is_exact():
+    hashes = np.array([1, 2, 3, 4, 2, 3, 4, 5, 6, 7], np.uint32)
+    offsets = np.array([0, 4, 10], np.int64)  # {1,2,3,4} and {2,3,4,5,6,7}
+    jac, a_in_b, b_in_a = pair_overlap(hashes, offsets, np.array([0, 1]), np.array([1, 0]))
+    assert jac.tolist() == pytest.approx([3 / 7, 3 / 7])
+    assert a_in_b.tolist() == pytest.approx([3 / 4, 3 / 6]) and b_in_a.tolist() == pytest.approx([3 / 6, 3 / 4])
+
+
+def test_signatures_tell_how_much_of_the_earlier_document_the_newer_covers():
+    rng = np.random.default_rng(3)
+    base = rng.choice(2**32, 6000, replace=False).astype(np.uint32)
+    earlier = base[:2000]
+    hasher = MinHasher()
+    sig = hasher.signatures(earlier, np.array([0, 2000], np.int64))
+    for share in (1.0, 0.85, 0.5, 0.0):
+        newer = np.concatenate([earlier[: int(2000 * share)], base[3000:4000]])
+        offsets = np.array([0, len(newer)], np.int64)
+        got = earlier_covered(sig, np.array([0]), newer, offsets, hasher)[0]
+        assert got == pytest.approx(share, abs=0.12)
+        common = int(2000 * share)
+        jac = common / (2000 + len(newer) - common)
+        assert coverage_from_jaccard(np.array([jac]), np.array([share]))[0] == pytest.approx(common / len(newer), abs=1e-6)
+
+
+def test_truncated_copy_with_typos_is_dropped_with_the_verifiers_scores(en_articles):
+    art = long_article(en_articles, 300)
+    words = art["text"].split()
+    # 75% of the text, plus 1% of letters wrong: Jaccard ~0.65, below the old 0.8 threshold.
+    copy = typos(" ".join(words[: int(len(words) * 0.75)]), 0.01)
+    d = decisions([
+        {"doc_id": "orig", "url": "https://a.com/1", "title": art["title"], "content": art["text"]},
+        {"doc_id": "copy", "url": "https://b.com/1", "title": art["title"], "content": copy},
+    ])  # fmt: skip
+    got = d["copy"]
+    assert got["action"] == "drop" and got["matched_doc_id"] == "orig"
+    assert got["layer"] in ("minhash", "simhash")
+    assert "covers" in got["reason"] and "(verified)" in got["reason"]
+    if got["layer"] == "minhash":
+        assert 0.45 <= got["score"] < 0.8
+
+
+def test_registry_candidates_are_verified_on_the_signatures(en_articles):
+    art = long_article(en_articles, 300)
+    words = art["text"].split()
+    registry = MemoryRegistry()
+    decisions([{"doc_id": "orig", "url": "https://a.com/1", "title": art["title"], "content": art["text"]}], registry)
+    copy = " ".join(words[: int(len(words) * 0.7)])  # J ~0.7 on its own, the newer fully covered
+    other = long_article(en_articles[50:], 200)
+    d = decisions(
+        [
+            {"doc_id": "copy", "url": "https://b.com/1", "title": art["title"], "content": copy},
+            {"doc_id": "other", "url": "https://b.com/2", "title": other["title"], "content": other["text"]},
+        ],
+        registry, "2026-12-01T01", BASE_TIME + pd.Timedelta(hours=1),
+    )  # fmt: skip
+    assert d["copy"]["action"] == "drop" and d["copy"]["matched_batch_id"] == "2026-12-01T00"
+    assert d["copy"]["layer"] == "minhash" and "(verified)" in d["copy"]["reason"]
+    assert d["other"]["action"] == "keep"
+
+
+# --- SimHash drops are verified ----------------------------------------------------------------------
+
+
+_FIRST = ("James", "Mary", "Robert", "Linda", "Michael", "Sarah", "David", "Karen", "Daniel", "Emily")
+_LAST = ("Smith", "Johnson", "Lee", "Brown", "Garcia", "Miller", "Davis", "Wilson", "Clark", "Lewis")
+_CITY = ("Boston", "Denver", "Seattle", "Austin", "Chicago", "Atlanta")
+
+
+def list_page(page: int, rng: random.Random) -> str:
+    """A page of a ranked list: one sentence template, other names and amounts on every page."""
+    return "\n".join(
+        f"{10 * page + i + 1}. {rng.choice(_FIRST)} {rng.choice(_LAST)} ({rng.choice(_CITY)}) reported assets of "
+        f"${rng.randint(10, 9999) / 10} million, a change of {rng.randint(1, 400) / 10}% on the year."
+        for i in range(10)
+    )
+
+
+def test_pages_of_one_list_article_are_not_dropped_on_simhash():
+    rng = random.Random(1)
+    rows = [
+        {"doc_id": f"p{p}", "url": f"https://lists.example.com/rich?page={p}", "title": f"Rich list, page {p}",
+         "content": list_page(p, rng)}
+        for p in range(120)
+    ]  # fmt: skip
+    sims = simhash_rows(prepare(make_batch(rows), CONFIG), CONFIG.simhash_zh_features, CONFIG.simhash_word_ngram)
+    dist = np.bitwise_count(sims[:, None] ^ sims[None, :])
+    np.fill_diagonal(dist, 64)
+    assert (dist <= CONFIG.simhash_max_distance).sum() >= 10, "precondition: pages collide in SimHash"
+    d = decisions(rows)
+    assert [k for k, v in d.items() if v["action"] == "drop"] == []
+    assert sum(v["suspect_layer"] is not None for v in d.values()) >= 5  # still recorded as near misses
+
+
+def test_simhash_drops_of_true_copies_name_the_verification(en_articles):
+    art = long_article(en_articles)
+    d = decisions([
+        {"doc_id": "orig", "url": "https://a.com/1", "title": art["title"], "content": art["text"]},
+        {"doc_id": "copy", "url": "https://b.com/1", "title": art["title"], "content": art["text"] + " Reporting by Staff."},
+    ])  # fmt: skip
+    assert d["copy"]["action"] == "drop" and d["copy"]["layer"] == "simhash"
+    assert d["copy"]["reason"].startswith("SimHash distance") and "(verified)" in d["copy"]["reason"]
+
+
+# --- the update rule -----------------------------------------------------------------------------------
+
+
+def test_same_url_with_new_content_stays_an_update_unless_near_identical(en_articles):
+    art = long_article(en_articles, 300)
+    words = art["text"].split()
+    shorter = " ".join(words[: int(len(words) * 0.75)])  # J ~0.75, fully covered: a copy elsewhere
+    nearly = art["text"] + " Updated at 10:00."  # near-identical
+    orig = {"doc_id": "orig", "url": "https://a.com/story", "title": art["title"], "content": art["text"]}
+    d = decisions([orig, {"doc_id": "upd", "url": "https://a.com/story", "title": art["title"], "content": shorter}])
+    assert d["upd"]["action"] == "keep" and "update" in d["upd"]["reason"]
+    d = decisions([orig, {"doc_id": "mirror", "url": "https://b.com/story", "title": art["title"], "content": shorter}])
+    assert d["mirror"]["action"] == "drop"
+    d = decisions([orig, {"doc_id": "upd", "url": "https://a.com/story", "title": art["title"], "content": nearly}])
+    assert d["upd"]["action"] == "drop"
+
+
+def test_short_texts_are_held_to_the_strict_rule():
+    a = "Raleigh home sales rose 42.7% in September; median price $2,170,500."
+    b = "Raleigh home sales rose 42.7% in September; median price $313,700."
+    d = decisions([
+        {"doc_id": "a", "url": "https://s.com/a", "title": None, "content": a},
+        {"doc_id": "b", "url": "https://s.com/b", "title": "Housing", "content": b},
+    ])  # fmt: skip
+    assert d["b"]["action"] == "keep"
