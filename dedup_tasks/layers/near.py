@@ -11,7 +11,6 @@ from dedup_tasks.fingerprint.hashing import codepoints
 from dedup_tasks.layers.base import (
     Drops,
     NearText,
-    add_reason,
     column_np,
     first_match_per_query,
     set_column,
@@ -110,15 +109,6 @@ def shingle_sets(
     return kernels.shingle_hashes(cp, starts, ends, modes, en_words, zh_chars, offsets), offsets
 
 
-def add_reason_rows(batch: pa.Table, rows: np.ndarray, reasons: np.ndarray) -> pa.Table:
-    mask = np.zeros(batch.num_rows, bool)
-    mask[rows] = True
-    full = np.full(batch.num_rows, None, object)
-    full[rows] = reasons
-    return add_reason(batch, mask, full)
-
-
-
 def verified_reason(
     layer_text: str | list[str], jaccard: np.ndarray, covers_newer: np.ndarray, covers_earlier: np.ndarray
 ) -> np.ndarray:
@@ -184,7 +174,9 @@ class NearDupDecisions:
             (near, self.doc_ids[result.suspect[near]], np.full(len(near), self.batch_id, object), result.suspect_score[near])
         )
 
-    def finish(self, batch: pa.Table, layer: str, higher_is_closer: bool) -> tuple[pa.Table, Drops]:
+    def finish(
+        self, batch: pa.Table, layer: str, higher_is_closer: bool, detail: np.ndarray | None = None
+    ) -> tuple[pa.Table, Drops]:
         """Record each kept row's best near miss and return the layer's drops."""
         rows = np.concatenate([p[0] for p in self._near]) if self._near else np.empty(0, np.int64)
         docs = np.concatenate([p[1] for p in self._near]) if self._near else np.empty(0, object)
@@ -194,4 +186,6 @@ class NearDupDecisions:
         uniq, pick = best_per_row(len(self.drop), rows[kept], -scores[kept] if higher_is_closer else scores[kept])
         batch = record_suspects(batch, layer, uniq, docs[kept][pick], batches[kept][pick], scores[kept][pick])
         dropped = np.flatnonzero(self.drop)
-        return batch, Drops(dropped, self.matched_doc[dropped], self.matched_batch[dropped], self.score[dropped])
+        return batch, Drops(
+            dropped, self.matched_doc[dropped], self.matched_batch[dropped], self.score[dropped], detail
+        )

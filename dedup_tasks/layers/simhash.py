@@ -25,7 +25,6 @@ from dedup_tasks.layers.base import (
 from dedup_tasks.layers.minhash import verifier_of
 from dedup_tasks.layers.near import (
     NearDupDecisions,
-    add_reason_rows,
     chunks,
     near_text_spans,
     shingle_sets,
@@ -105,9 +104,9 @@ class SimHashLayer(Layer):
         decisions.add_stream(result)
         dropped = np.flatnonzero(decisions.drop)
         decisions.covers_newer[dropped], decisions.covers_earlier[dropped] = covers[1][dropped], covers[2][dropped]
-        batch = add_reason_rows(batch, dropped, verified_reason(
-            [f"SimHash distance {d:.0f}" for d in decisions.score[dropped]],
+        detail = verified_reason(
+            [f"SimHash distance {d:.0f} <= {cfg.simhash_max_distance}" for d in decisions.score[dropped]],
             covers[0][dropped], covers[1][dropped], covers[2][dropped],
-        ))  # fmt: skip
-        batch, drops = decisions.finish(batch, self.name, higher_is_closer=False)
+        )
+        batch, drops = decisions.finish(batch, self.name, higher_is_closer=False, detail=detail)
         return add_reason(batch, has & ~reliable, SHORT_REASON), drops
