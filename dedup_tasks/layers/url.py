@@ -72,7 +72,8 @@ class UrlLayer(Layer):
             update_of[later_versions] = "url seen earlier in the batch with other content: kept as an update"
 
         batch = add_reason(batch, ~valid, np.where(~valid, column_np(batch, "_url_reason"), None).astype(object))
-        is_update = np.array([u is not None for u in update_of]) & ~drop
+        # dtype bool: an empty list would make a float array, which & cannot combine.
+        is_update = np.array([u is not None for u in update_of], dtype=bool) & ~drop
         batch = add_reason(batch, is_update, update_of)
         rows = np.flatnonzero(drop)
         return batch, Drops(rows, matched_doc[rows], matched_batch[rows], np.ones(len(rows)))

@@ -964,7 +964,8 @@ def _validate(fp: Fingerprints) -> None:
     for name in ("url_key", "has_url", "simhash", "has_simhash", "has_minhash"):
         if len(getattr(fp, name)) != n:
             raise ValueError(f"Fingerprints.{name} has {len(getattr(fp, name))} rows, doc_id has {n}")
-    if np.asarray(fp.content_hash).reshape(n, -1).shape != (n, 2):
+    # By size, not reshape(n, -1): an empty batch (n = 0) cannot infer the -1.
+    if np.asarray(fp.content_hash).size != 2 * n:
         raise ValueError("Fingerprints.content_hash must be (n, 2) uint64")
     if (
         n
