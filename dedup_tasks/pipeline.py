@@ -27,6 +27,8 @@ from dedup_tasks.layers.base import (
     REASON,
     NearText,
     add_reason,
+    escape_input_names,
+    unescape_input_names,
     decision_rows,
     set_column,
     strings_np,
@@ -112,7 +114,7 @@ TEXT_CACHE_BYTES = 256 << 20
 
 def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch") -> tuple[pa.Table, NearText | None]:
     """``prepare``, plus the near-duplicate view as code points when the batch is within TEXT_CACHE_BYTES."""
-    table = conform_schema(table, source)
+    table = escape_input_names(conform_schema(table, source))
     table, repaired = repair_text(table, source)
     check_rows(table, source)
     # The flag column travels with its row through the sort.
@@ -357,7 +359,7 @@ def assemble(prepared: pa.Table, kept: pa.Table, drops: list[pa.Table], ctx: Lay
         raise InvariantError(f"batch {ctx.batch_id}: a row has more than one decision")
     decisions = decisions.append_column("_pos", position).sort_by("_pos").drop_columns(["_pos"])
     public = [c for c in prepared.column_names if not c.startswith(PRIVATE_PREFIX)]
-    kept_rows = prepared.select(public).take(kept.column("_row"))
+    kept_rows = unescape_input_names(prepared.select(public).take(kept.column("_row")))
     return kept_rows, decisions
 
 
