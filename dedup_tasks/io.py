@@ -23,6 +23,10 @@ class InputError(ValueError):
     """An input file or partition that cannot be read; the message names it."""
 
 
+class OutputError(OSError):
+    """An output that could not be written (disk full, permissions); the message names it."""
+
+
 def partition_of(batch_id: str) -> str:
     """'2026-12-01T00' -> 'dt=2026-12-01/hour=00'; any other id -> 'batch=<id>'."""
     m = _BATCH_RE.match(batch_id)
@@ -125,10 +129,12 @@ def replace_dir(final_dir: Path, fill: Callable[[Path], None]) -> Path:
     """
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = final_dir.parent / f".{final_dir.name}.tmp-{uuid.uuid4().hex}"
-    tmp.mkdir()
     try:
+        tmp.mkdir()
         fill(tmp)
         _swap_into_place(tmp, final_dir)
+    except OSError as exc:
+        raise OutputError(exc.errno, f"{final_dir}: cannot write ({exc})") from exc
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -136,10 +142,14 @@ def replace_dir(final_dir: Path, fill: Callable[[Path], None]) -> Path:
 
 
 def write_json(data: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OutputError(exc.errno, f"{path}: cannot write ({exc})") from exc
 
 
 def _swap_into_place(tmp: Path, final_dir: Path) -> None:
