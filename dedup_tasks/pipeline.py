@@ -67,6 +67,9 @@ class BatchSummary:
     seconds: float
     embedded: int = 0
     commit_conflicts: int = 0
+    # Later batches this commit found holding copies of documents it keeps (earlier batch wins): their
+    # copies were retracted from the registry and they need a rerun. batch_id -> documents.
+    stale_batches: dict[str, int] = field(default_factory=dict)
     registry: str = ""
     outputs: dict[str, str] = field(default_factory=dict)
     started_at: str = ""
@@ -84,6 +87,8 @@ class BatchSummary:
             lines.append(f"{s.layer:<10}{s.rows_in:>10}{s.dropped:>10}{s.seconds:>10.2f}{rate:>12,.0f}")
         if self.commit_conflicts:
             lines.append(f"{'commit':<10}{'':>10}{self.commit_conflicts:>10}")
+        for batch, docs in sorted(self.stale_batches.items()):
+            lines.append(f"warning: later batch {batch} kept {docs} copies of documents this batch keeps: rerun it")
         lines.append(f"rows in {self.rows_in}   dropped {self.dropped}   kept {self.kept}   total {self.seconds:.2f} s")
         return "\n".join(lines)
 
@@ -309,19 +314,27 @@ def fingerprints_of(survivors: pa.Table, config: DedupConfig) -> Fingerprints:
         minhash=sig,
         has_minhash=(survivors.column("_has_minhash").to_numpy().astype(bool) if has_minhash else np.zeros(n, bool)) & not_empty,
         minhash_bands=hasher.band_keys(sig) if n else np.zeros((0, config.minhash_bands), np.uint64),
+        has_content=not_empty,
     )
 
 
+CONFLICT_REASON = "duplicate registered by a concurrent batch before this commit"
+
+
 def commit(survivors: pa.Table, ctx: LayerContext) -> tuple[pa.Table, pa.Table]:
-    """Register the kept documents; rows a concurrent batch registered first become drops."""
+    """Register the kept documents; rows an earlier batch registered first (concurrently) become drops.
+
+    Later batches the registry found holding copies of what we keep end up in ``ctx.stale``.
+    """
     result = ctx.registry.commit(ctx.batch_id, fingerprints_of(survivors, ctx.config))
+    ctx.stale = dict(getattr(result, "stale", {}) or {})
     conflicts = result.conflicts
     if not len(conflicts):
         return survivors, decision_rows(survivors.slice(0, 0), ctx, "drop", None)
     rows, first = np.unique(conflicts.query, return_index=True)
     layer = conflicts.payload.get("layer")
     lost = survivors.take(pa.array(rows, pa.int64()))
-    lost = add_reason(lost, np.ones(len(rows), bool), "duplicate registered by a concurrent batch before this commit")
+    lost = add_reason(lost, np.ones(len(rows), bool), CONFLICT_REASON)
     drops = decision_rows(
         lost,
         ctx,
@@ -358,9 +371,33 @@ def assemble(prepared: pa.Table, kept: pa.Table, drops: list[pa.Table], ctx: Lay
     if len(np.unique(position.to_numpy(zero_copy_only=False))) != prepared.num_rows:
         raise InvariantError(f"batch {ctx.batch_id}: a row has more than one decision")
     decisions = decisions.append_column("_pos", position).sort_by("_pos").drop_columns(["_pos"])
+    decisions = _repoint_to_committed(decisions, ctx.batch_id)
     public = [c for c in prepared.column_names if not c.startswith(PRIVATE_PREFIX)]
     kept_rows = unescape_input_names(prepared.select(public).take(kept.column("_row")))
     return kept_rows, decisions
+
+
+def _repoint_to_committed(decisions: pa.Table, batch_id: str) -> pa.Table:
+    """A drop matched to a document of this batch that the commit then dropped (an earlier batch had
+    registered it concurrently) names, instead, the registered document that one was dropped for."""
+    frame = decisions.select(["doc_id", "action", "matched_doc_id", "matched_batch_id", "reason"]).to_pandas()
+    lost = frame[(frame.action == "drop") & frame.reason.fillna("").str.contains(CONFLICT_REASON, regex=False)]
+    if lost.empty:
+        return decisions
+    target = dict(zip(lost.doc_id, zip(lost.matched_doc_id, lost.matched_batch_id, strict=True), strict=True))
+    hit = ((frame.action == "drop") & (frame.matched_batch_id == batch_id) & frame.matched_doc_id.isin(target)).to_numpy()
+    if not hit.any():
+        return decisions
+    doc = frame.matched_doc_id.to_numpy(dtype=object).copy()
+    batch = frame.matched_batch_id.to_numpy(dtype=object).copy()
+    doc[hit] = [target[d][0] for d in doc[hit]]
+    batch[hit] = [target[d][1] for d in frame.matched_doc_id.to_numpy(dtype=object)[hit]]
+    reason = frame.reason.to_numpy(dtype=object).copy()
+    note = "matched document of this batch was dropped at commit; names what it was dropped for"
+    reason[hit] = [note if not isinstance(r, str) else f"{r}; {note}" for r in reason[hit]]
+    for name, values in (("matched_doc_id", doc), ("matched_batch_id", batch), ("reason", reason)):
+        decisions = decisions.set_column(decisions.column_names.index(name), name, pa.array(values, pa.string(), from_pandas=True))
+    return decisions
 
 
 def run_batch(
@@ -402,6 +439,7 @@ def run_batch(
         config_hash=config.config_hash,
         seconds=time.perf_counter() - started,
         commit_conflicts=conflict_drops.num_rows,
+        stale_batches=ctx.stale,
         registry=type(registry).__name__,
         started_at=started_at,
         embedded=sum(int(s.extra.get("embedded", 0)) for s in stats),

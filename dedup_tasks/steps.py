@@ -114,6 +114,7 @@ def commit_batch(paths: BatchPaths, config: DedupConfig, registry: Registry) -> 
         config_hash=config.config_hash,
         seconds=sum(s.seconds for s in layer_stats),
         commit_conflicts=conflict_drops.num_rows,
+        stale_batches=ctx.stale,
         embedded=sum(int(_stats(paths, f"{n}.drops").get("extra", {}).get("embedded", 0)) for n in ALL_LAYERS),
         registry=type(registry).__name__,
         started_at=_stats(paths, "prepared").get("started_at", ""),

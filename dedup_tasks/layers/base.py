@@ -65,6 +65,8 @@ class LayerContext:
     config: DedupConfig
     registry: Registry
     near_text: NearText | None = None
+    # Set by the commit: later batches whose copies of this batch's documents were retracted.
+    stale: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
