@@ -134,8 +134,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     )
     if not batches:
         raise InputError(f"no published batches under {root / 'runs'}")
+    from dedup_tasks.pipeline import recover
+
     for batch_id in batches:
         paths = BatchPaths(root, batch_id)
+        recover(paths)  # a publish a crash interrupted is completed before it is shown
         if not paths.summary.exists():
             raise InputError(f"batch {batch_id} has not been published under {root} ({paths.summary} is missing)")
         data = json.loads(paths.summary.read_text())

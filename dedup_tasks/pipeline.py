@@ -20,7 +20,7 @@ from dedup_tasks.config import ALL_LAYERS, DedupConfig
 from dedup_tasks.contract import DECISIONS_SCHEMA, check_rows, conform_schema, repair_text, sort_batch
 from dedup_tasks.fingerprint.content_hash import content_hashes
 from dedup_tasks.fingerprint.hashing import strings_from_spans
-from dedup_tasks.io import BatchPaths, read_input, write_json, write_parquet_dir
+from dedup_tasks.io import BatchPaths, publish_outputs, read_input, recover_outputs
 from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
 from dedup_tasks.layers.base import (
     PRIVATE_PREFIX,
@@ -454,6 +454,7 @@ def run_partition(
     on_layer: Callable[[LayerStats], None] | None = None,
 ) -> BatchSummary:
     """Read a partition, run the batch, and publish deduped/, decisions/ and runs/.../summary.json."""
+    recover(paths)  # an interrupted publish of this batch is completed first (consistent outputs)
     # No local reference to the input table: run_batch frees it once prepared.
     result = run_batch(read_input(paths.input)[0], paths.batch_id, config, registry, str(paths.input), on_layer)
     publish(paths, result)
@@ -461,12 +462,29 @@ def run_partition(
 
 
 def publish(paths: BatchPaths, result: BatchResult) -> None:
-    write_parquet_dir(result.decisions, paths.decisions)
-    write_parquet_dir(result.kept, paths.deduped)
+    """decisions/, deduped/ and summary.json as one atomic step (io.publish_outputs)."""
+    import json
+
+    import pyarrow.parquet as pq
+
     result.summary.outputs = {
         "deduped": str(paths.deduped),
         "decisions": str(paths.decisions),
         "summary": str(paths.summary),
     }
-    write_json(result.summary.to_dict(), paths.summary)
+    name = "part-00000.parquet"
+    publish_outputs(
+        paths.root,
+        paths.run_dir,
+        [
+            (paths.decisions, lambda tmp: pq.write_table(result.decisions, tmp / name, compression="zstd")),
+            (paths.deduped, lambda tmp: pq.write_table(result.kept, tmp / name, compression="zstd")),
+        ],
+        [(paths.summary, json.dumps(result.summary.to_dict(), indent=2, sort_keys=True, default=str))],
+    )
+
+
+def recover(paths: BatchPaths) -> bool:
+    """Complete a publish of ``paths`` that a crash interrupted and remove stale temporaries."""
+    return recover_outputs(paths.root, paths.run_dir, [paths.decisions, paths.deduped, paths.summary])
 
