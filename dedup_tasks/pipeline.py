@@ -27,11 +27,11 @@ from dedup_tasks.layers.base import (
     REASON,
     NearText,
     add_reason,
-    escape_input_names,
-    unescape_input_names,
     decision_rows,
+    escape_input_names,
     set_column,
     strings_np,
+    unescape_input_names,
 )
 from dedup_tasks.layers.minhash import signatures_of
 from dedup_tasks.normalize import codepoint_kernels as ck

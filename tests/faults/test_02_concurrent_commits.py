@@ -72,7 +72,7 @@ def race(registry_factory, first: str) -> dict:
 
 def actions(result) -> dict[str, tuple]:
     d = result.decisions.to_pydict()
-    return {doc: (a, l, m, mb) for doc, a, l, m, mb in zip(d["doc_id"], d["action"], d["layer"], d["matched_doc_id"], d["matched_batch_id"], strict=True)}
+    return {doc: (a, lay, m, mb) for doc, a, lay, m, mb in zip(d["doc_id"], d["action"], d["layer"], d["matched_doc_id"], d["matched_batch_id"], strict=True)}
 
 
 def kept_pairs(*results) -> int:
