@@ -49,3 +49,16 @@ def test_out_of_order_hours_flag_the_later_hour_and_its_rerun_fixes_it(tmp_path,
     assert len(everything) == len(set(everything)) == len(h0) + len(h1) + 5
     decisions = pq.read_table(BatchPaths(tmp_path, H[2]).decisions).to_pandas().set_index("doc_id")
     assert set(decisions.loc[[c["doc_id"] for c in copies], "matched_batch_id"]) == {H[0], H[1]}
+
+
+def test_db_stale_lists_the_batches_to_rerun(tmp_path, registry_factory, pg_dsn, registry_schema, capsys):
+    from dedup_tasks.registry.cli import db_main
+
+    h0 = docs("a", [1, 2, 3])
+    write_partition(tmp_path, H[2], make_batch([dict(r, doc_id=f"copy-{r['doc_id']}") for r in h0]))
+    write_partition(tmp_path, H[0], make_batch(h0))
+    for batch_id in (H[2], H[0]):
+        run_partition(BatchPaths(tmp_path, batch_id), CONFIG, registry_factory())
+    capsys.readouterr()
+    assert db_main(["--db-url", pg_dsn, "--schema", registry_schema, "stale"]) == 0
+    assert f"{H[2]}: 3 copies retracted (earlier: {H[0]}); rerun it" in capsys.readouterr().out
