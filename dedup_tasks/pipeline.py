@@ -380,6 +380,8 @@ def assemble(prepared: pa.Table, kept: pa.Table, drops: list[pa.Table], ctx: Lay
 def _repoint_to_committed(decisions: pa.Table, batch_id: str) -> pa.Table:
     """A drop matched to a document of this batch that the commit then dropped (an earlier batch had
     registered it concurrently) names, instead, the registered document that one was dropped for."""
+    if not pc.any(pc.match_substring(pc.fill_null(decisions.column("reason"), ""), CONFLICT_REASON)).as_py():
+        return decisions  # the usual case: nothing was dropped at commit
     frame = decisions.select(["doc_id", "action", "matched_doc_id", "matched_batch_id", "reason"]).to_pandas()
     lost = frame[(frame.action == "drop") & frame.reason.fillna("").str.contains(CONFLICT_REASON, regex=False)]
     if lost.empty:
