@@ -21,7 +21,16 @@ import pyarrow.parquet as pq
 from dedup_tasks.config import ALL_LAYERS, DedupConfig
 from dedup_tasks.io import BatchPaths, read_input, write_json, write_parquet_dir
 from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
-from dedup_tasks.pipeline import BatchResult, BatchSummary, assemble, commit, layer_view, prepare, publish, recover
+from dedup_tasks.pipeline import (
+    BatchResult,
+    BatchSummary,
+    assemble,
+    commit,
+    layer_view,
+    prepare,
+    publish,
+    recover,
+)
 from dedup_tasks.registry.base import Registry
 
 STEPS: tuple[str, ...] = ("validate", *ALL_LAYERS, "commit", "publish")
