@@ -295,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--processes", type=int, default=THROUGHPUT_PROCESSES, help="fresh processes per size up to 50k docs")
     p = sub.add_parser("registry", help="100k-doc batch against a registry of 10M documents (PostgreSQL)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
+    p = sub.add_parser("rerun-commit", help="a 20k-doc hour's commit, then its rerun's commit (embedded and local server)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
     p = sub.add_parser("pairs", help="embedders on the labeled pair sets (semantic layer)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p = sub.add_parser("semantic", help="L4 on the synthetic crawl: share embedded, docs/s, extra duplicates, false drops")
@@ -306,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     # The pass-through commands parse their own options: argparse's REMAINDER after a subcommand does
     # not reliably take options that start with "--", so hand the rest of the line over untouched.
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in ("registry", "pairs", "semantic"):
+    if argv and argv[0] in ("registry", "rerun-commit", "pairs", "semantic"):
         args = argparse.Namespace(command=argv[0], rest=argv[1:])
     else:
         args = parser.parse_args(argv)
@@ -322,6 +324,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.registry_bench import main as registry_main
 
         return registry_main(args.rest)
+    if args.command == "rerun-commit":
+        from bench.rerun_commit import main as rerun_commit_main
+
+        return rerun_commit_main(args.rest)
     if args.command == "pairs":
         from bench.pairs import main as pairs_main
 

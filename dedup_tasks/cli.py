@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dedup_tasks.config import ALL_LAYERS, ConfigError, DedupConfig
 from dedup_tasks.contract import ContractError
-from dedup_tasks.io import BatchPaths, InputError, parse_batch_id
+from dedup_tasks.io import BatchPaths, InputError, OutputError, parse_batch_id
 from dedup_tasks.layers import LayerStats
 from dedup_tasks.registry.base import MemoryRegistry, Registry
 from dedup_tasks.runtime import use_shared_allocator
@@ -134,8 +134,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     )
     if not batches:
         raise InputError(f"no published batches under {root / 'runs'}")
+    from dedup_tasks.pipeline import recover
+
     for batch_id in batches:
         paths = BatchPaths(root, batch_id)
+        recover(paths)  # a publish a crash interrupted is completed before it is shown
         if not paths.summary.exists():
             raise InputError(f"batch {batch_id} has not been published under {root} ({paths.summary} is missing)")
         data = json.loads(paths.summary.read_text())
@@ -163,6 +166,32 @@ def main(argv: list[str] | None = None) -> int:
 
             return cmd_audit(args)
     except (ConfigError, ContractError, InputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _error(exc, 2)
+    except OutputError as exc:
+        return _error(exc, 4)
+    except Exception as exc:  # noqa: BLE001 - classified below, else re-raised with its traceback
+        if _is_registry_error(exc):
+            return _error(exc, 3)
+        raise
     return 1
+
+
+def _is_registry_error(exc: BaseException) -> bool:
+    """The registry's own failures (version, database unreachable or failing, embedded server)."""
+    import psycopg2
+
+    from dedup_tasks.registry.embedded import EmbeddedPostgresError
+    from dedup_tasks.registry.migrate import RegistryVersionError
+
+    return isinstance(exc, (psycopg2.Error, EmbeddedPostgresError, RegistryVersionError))
+
+
+def _error(exc: BaseException, rc: int) -> int:
+    """One ``error:`` line (libpq's messages span lines; a DSN's password is never in them)."""
+    import psycopg2
+
+    text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    if isinstance(exc, psycopg2.OperationalError):
+        text = f"registry database: {text}"
+    print(f"error: {text or type(exc).__name__}", file=sys.stderr)
+    return rc

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -144,6 +145,7 @@ class DedupConfig:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        _check_ranges(self)
         unknown = [name for name in self.layers if name not in ALL_LAYERS]
         if unknown:
             raise ConfigError(f"unknown layer(s) {unknown}; choose from {list(ALL_LAYERS)}")
@@ -152,7 +154,10 @@ class DedupConfig:
         if not 0.0 < self.minhash_threshold <= 1.0:
             raise ConfigError("minhash_threshold must be in (0, 1]")
         if self.minhash_bands * self.minhash_rows > self.minhash_num_perm:
-            raise ConfigError("minhash_bands * minhash_rows must not exceed minhash_num_perm")
+            raise ConfigError(
+                f"minhash_bands * minhash_rows ({self.minhash_bands} * {self.minhash_rows}) must not exceed"
+                f" minhash_num_perm ({self.minhash_num_perm})"
+            )
         for name in ("semantic_threshold", "semantic_threshold_zh", "semantic_threshold_en"):
             value = getattr(self, name)
             if value is not None and not -1.0 <= value <= 1.0:
@@ -226,6 +231,70 @@ class DedupConfig:
         return float(self.semantic_threshold if own is None else own)
 
 
+# Ranges of the numeric fields, (low, high) inclusive, None for unbounded. Every one of them was seen
+# to crash a kernel (shingle sizes of 0 or less: segfaults) or to silently change decisions
+# (minhash_bands=0 turns MinHash off) when out of range.
+_RANGES: dict[str, tuple[float | None, float | None]] = {
+    "compact_threshold_docs": (0, None),
+    "simhash_max_distance": (0, 16),
+    "simhash_min_chars": (0, None),
+    "simhash_word_ngram": (1, 16),
+    "minhash_num_perm": (1, 4096),
+    "minhash_bands": (1, None),
+    "minhash_rows": (1, None),
+    "minhash_seed": (0, 2**32 - 1),  # numpy's RandomState seed range
+    "minhash_threshold": (0.0, 1.0),
+    "zh_shingle_chars": (1, 64),
+    "en_shingle_words": (1, 64),
+    "semantic_threshold": (-1.0, 1.0),
+    "semantic_threshold_zh": (-1.0, 1.0),
+    "semantic_threshold_en": (-1.0, 1.0),
+    "suspect_hamming_max": (0, 64),
+    "suspect_jaccard_min": (0.0, 1.0),
+    "semantic_suspect_hamming_max": (0, 64),
+    "semantic_suspect_jaccard_min": (0.0, 1.0),
+    "embed_max_chars": (1, None),
+    "embed_max_tokens": (0, None),
+    "embed_threads": (0, None),
+}
+
+
+def _check_ranges(config: DedupConfig) -> None:
+    """Types and ranges of every field; the error names the field and the value."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        if value is None and "None" in kind:
+            continue
+        if kind == "bool" and not isinstance(value, bool):
+            raise ConfigError(f"config key {f.name!r}: {value!r} is not a boolean")
+        if kind.startswith(("int", "float")):
+            number_ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not number_ok or (kind.startswith("int") and not isinstance(value, int)):
+                raise ConfigError(f"config key {f.name!r}: {value!r} is not a{'n integer' if kind.startswith('int') else ' number'}")
+            if not math.isfinite(value):
+                raise ConfigError(f"config key {f.name!r}: {value!r} is not a finite number")
+            low, high = _RANGES.get(f.name, (None, None))
+            if (low is not None and value < low) or (high is not None and value > high):
+                bounds = f"{low}..{high}" if high is not None else f">= {low}"
+                raise ConfigError(f"config key {f.name!r}: {value!r} is out of range (must be {bounds})")
+        if kind.startswith("str") and not isinstance(value, str):
+            raise ConfigError(f"config key {f.name!r}: {value!r} is not a string")
+        if kind.startswith("tuple") and not all(isinstance(v, str) and v for v in value):
+            raise ConfigError(f"config key {f.name!r}: {value!r} must be a list of non-empty strings")
+    if not config.db_schema:
+        raise ConfigError(f"config key 'db_schema': {config.db_schema!r} must not be empty")
+    if not isinstance(config.extra, Mapping):
+        raise ConfigError(f"config key 'extra': {config.extra!r} must be a mapping")
+    shadowed = sorted(set(config.extra) & {f.name for f in dataclasses.fields(config)})
+    if shadowed:
+        raise ConfigError(f"config key 'extra': {shadowed} are config fields; set them directly, not under extra")
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
@@ -260,10 +329,15 @@ def _coerce(f: dataclasses.Field, value: Any) -> Any:
                 value = [part.strip() for part in value.split(",") if part.strip()]
             return tuple(value)
         if kind == "bool":
-            if isinstance(value, str):
-                return value.strip().lower() in ("1", "true", "yes", "on")
-            return bool(value)
+            # Strict: "maybe" was silently False.
+            if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+                return value.strip().lower() in _TRUE
+            if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+                return bool(value)
+            raise ValueError(f"expected one of {'/'.join(_TRUE + _FALSE)}")
         if kind == "int":
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError("expected an integer")
             return int(value)
         if kind == "float":
             return float(value)
@@ -273,7 +347,13 @@ def _coerce(f: dataclasses.Field, value: Any) -> Any:
             return float(value)
         if kind.startswith("str"):
             return None if value is None else str(value)
-    except (TypeError, ValueError) as exc:
+        if f.name == "extra" and isinstance(value, str):
+            # From --set or DEDUP_EXTRA: a JSON object.
+            parsed = json.loads(value)
+            if not isinstance(parsed, dict):
+                raise ValueError("expected a JSON object")
+            return parsed
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ConfigError(f"config key {f.name!r}: cannot use {value!r} ({exc})") from exc
     return value
 

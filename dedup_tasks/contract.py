@@ -126,10 +126,16 @@ def check_rows(table: pa.Table, source: str) -> None:
     if len(null_ids):
         raise ContractError(f"{source}: doc_id is null in row(s) {_rows_named(null_ids)}")
     ids = doc_id.to_numpy().astype(object)
-    uniq, first, counts = np.unique(ids.astype(str), return_index=True, return_counts=True)
-    if (counts > 1).any():
-        dup_values = set(uniq[counts > 1].tolist())
-        rows = np.flatnonzero(np.isin(ids.astype(str), list(dup_values)))
+    # PostgreSQL text cannot hold U+0000 (the registry would fail at commit, naming no row).
+    nul = np.flatnonzero(pc.match_substring(doc_id, "\x00").to_numpy(zero_copy_only=False))
+    if len(nul):
+        raise ContractError(f"{source}: doc_id contains a NUL character in row(s) {_rows_named(nul, ids)}")
+    # Python objects, not numpy's fixed-width strings (those drop trailing NULs and would conflate ids).
+    counts = pc.value_counts(doc_id.combine_chunks() if isinstance(doc_id, pa.ChunkedArray) else doc_id)
+    dup = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+    if len(dup):
+        dup_values = set(dup.to_pylist())
+        rows = np.flatnonzero(pc.is_in(doc_id, value_set=dup).to_numpy(zero_copy_only=False))
         raise ContractError(
             f"{source}: doc_id must be unique within the batch; {len(dup_values)} duplicated value(s) "
             f"in row(s) {_rows_named(rows, ids)}"

@@ -31,6 +31,10 @@ class MissingPartition(InputError):
     """
 
 
+class OutputError(OSError):
+    """An output that could not be written (disk full, permissions); the message names it."""
+
+
 def partition_of(batch_id: str) -> str:
     """'2026-12-01T00' -> 'dt=2026-12-01/hour=00'; any other id -> 'batch=<id>'."""
     m = _BATCH_RE.match(batch_id)
@@ -133,21 +137,125 @@ def replace_dir(final_dir: Path, fill: Callable[[Path], None]) -> Path:
     """
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = final_dir.parent / f".{final_dir.name}.tmp-{uuid.uuid4().hex}"
-    tmp.mkdir()
     try:
+        tmp.mkdir()
         fill(tmp)
         _swap_into_place(tmp, final_dir)
+    except OSError as exc:
+        raise OutputError(exc.errno, f"{final_dir}: cannot write ({exc})") from exc
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return final_dir
 
 
+# ---- one atomic publish of a batch's outputs ------------------------------------------------------
+# decisions/, deduped/ and runs/.../summary.json live in three directories, so no single rename can
+# swap them. A publish therefore (1) writes all three under temporary names beside their final places,
+# (2) writes a journal (runs/batch_id=.../publish.json, itself by rename) listing the renames, (3) does
+# the renames and (4) removes the journal. A crash before (2) leaves the old outputs and temporaries
+# that the next run removes; a crash after (2) is rolled forward by the next run (or `show`), which
+# completes the renames from the journal. Either way the three outputs end up from one run.
+JOURNAL = "publish.json"
+# Test hook (issue #16 row 5): kill -9 this process after this many renames of a publish ("0": once
+# the journal is written, before any rename; "staged": before the journal).
+CRASH_ENV = "DEDUP_TEST_CRASH_PUBLISH"
+
+
+def _crash_point(name: str) -> None:
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), 9)
+
+
+def publish_outputs(
+    root: Path, run_dir: Path, dirs: list[tuple[Path, Callable[[Path], None]]], files: list[tuple[Path, str]]
+) -> None:
+    """Publish directories (each filled by a callable) and text files as one step (see JOURNAL)."""
+    recover_outputs(root, run_dir, [d for d, _ in dirs] + [f for f, _ in files])
+    token = uuid.uuid4().hex
+    moves: list[tuple[Path, Path]] = []
+    try:
+        for final, fill in dirs:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            tmp = final.parent / f".{final.name}.tmp-{token}"
+            tmp.mkdir()
+            moves.append((tmp, final))
+            fill(tmp)
+        for final, text in files:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            tmp = final.with_name(f".{final.name}.tmp-{token}")
+            moves.append((tmp, final))
+            tmp.write_text(text)
+        _crash_point("staged")
+        journal = {"token": token, "moves": [[str(a.relative_to(root)), str(b.relative_to(root))] for a, b in moves]}
+        run_dir.mkdir(parents=True, exist_ok=True)
+        journal_tmp = run_dir / f".{JOURNAL}.tmp-{token}"
+        journal_tmp.write_text(json.dumps(journal))
+        os.replace(journal_tmp, run_dir / JOURNAL)
+    except OSError as exc:
+        for tmp, _ in moves:
+            _remove(tmp)
+        failed = next((b for a, b in moves if not a.exists()), moves[-1][1] if moves else run_dir)
+        raise OutputError(exc.errno, f"{failed}: cannot write ({exc})") from exc
+    except BaseException:
+        for tmp, _ in moves:
+            _remove(tmp)
+        raise
+    _crash_point("0")
+    _roll_forward(root, run_dir, journal)
+
+
+def _roll_forward(root: Path, run_dir: Path, journal: dict) -> None:
+    for k, (tmp_rel, final_rel) in enumerate(journal["moves"]):
+        tmp, final = root / tmp_rel, root / final_rel
+        if tmp.exists():  # not yet renamed (a crash stopped the publish here)
+            if tmp.is_dir():
+                _swap_into_place(tmp, final)
+            else:
+                os.replace(tmp, final)
+        _crash_point(str(k + 1))
+    (run_dir / JOURNAL).unlink(missing_ok=True)
+
+
+def recover_outputs(root: Path, run_dir: Path, finals: list[Path]) -> bool:
+    """Finish a publish a crash interrupted (journal present), then remove stale temporaries of
+    ``finals``. Returns True when a publish was rolled forward."""
+    rolled = False
+    journal_path = run_dir / JOURNAL
+    if journal_path.exists():
+        try:
+            journal = json.loads(journal_path.read_text())
+        except ValueError:
+            journal = None  # a torn journal is never renamed into place; treat as absent
+        if journal is not None:
+            _roll_forward(root, run_dir, journal)
+            rolled = True
+        journal_path.unlink(missing_ok=True)
+    for final in [*finals, journal_path]:
+        if final.parent.exists():
+            for stale in final.parent.glob(f".{final.name}.tmp-*"):
+                _remove(stale)
+            for stale in final.parent.glob(f".{final.name}.old-*"):
+                _remove(stale)
+    return rolled
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def write_json(data: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OutputError(exc.errno, f"{path}: cannot write ({exc})") from exc
 
 
 def _swap_into_place(tmp: Path, final_dir: Path) -> None:

@@ -20,7 +20,7 @@ from dedup_tasks.config import ALL_LAYERS, DedupConfig
 from dedup_tasks.contract import DECISIONS_SCHEMA, check_rows, conform_schema, repair_text, sort_batch
 from dedup_tasks.fingerprint.content_hash import content_hashes
 from dedup_tasks.fingerprint.hashing import strings_from_spans
-from dedup_tasks.io import BatchPaths, read_input, write_json, write_parquet_dir
+from dedup_tasks.io import BatchPaths, publish_outputs, read_input, recover_outputs
 from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
 from dedup_tasks.layers.base import (
     PRIVATE_PREFIX,
@@ -30,8 +30,10 @@ from dedup_tasks.layers.base import (
     add_reason,
     decision_rows,
     drop_reasons,
+    escape_input_names,
     set_column,
     strings_np,
+    unescape_input_names,
 )
 from dedup_tasks.layers.minhash import signatures_of
 from dedup_tasks.normalize import codepoint_kernels as ck
@@ -47,7 +49,7 @@ from dedup_tasks.normalize.views import (
 )
 from dedup_tasks.registry.base import Fingerprints, Registry
 
-CONFLICT_REASON = "registered by a concurrent batch before this commit: "
+CONFLICT_REASON = "registered by a concurrent batch before this commit"
 REPAIRED_REASON = "invalid UTF-8 replaced with U+FFFD"
 LONG_REASON = "long document: near-duplicate fingerprints use the first {} characters"
 MAX_NEAR_CHARS = 100_000
@@ -68,6 +70,9 @@ class BatchSummary:
     seconds: float
     embedded: int = 0
     commit_conflicts: int = 0
+    # Later batches this commit found holding copies of documents it keeps (earlier batch wins): their
+    # copies were retracted from the registry and they need a rerun. batch_id -> documents.
+    stale_batches: dict[str, int] = field(default_factory=dict)
     registry: str = ""
     outputs: dict[str, str] = field(default_factory=dict)
     started_at: str = ""
@@ -85,6 +90,8 @@ class BatchSummary:
             lines.append(f"{s.layer:<10}{s.rows_in:>10}{s.dropped:>10}{s.seconds:>10.2f}{rate:>12,.0f}")
         if self.commit_conflicts:
             lines.append(f"{'commit':<10}{'':>10}{self.commit_conflicts:>10}")
+        for batch, docs in sorted(self.stale_batches.items()):
+            lines.append(f"warning: later batch {batch} kept {docs} copies of documents this batch keeps: rerun it")
         lines.append(f"rows in {self.rows_in}   dropped {self.dropped}   kept {self.kept}   total {self.seconds:.2f} s")
         return "\n".join(lines)
 
@@ -115,7 +122,7 @@ TEXT_CACHE_BYTES = 256 << 20
 
 def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch") -> tuple[pa.Table, NearText | None]:
     """``prepare``, plus the near-duplicate view as code points when the batch is within TEXT_CACHE_BYTES."""
-    table = conform_schema(table, source)
+    table = escape_input_names(conform_schema(table, source))
     table, repaired = repair_text(table, source)
     check_rows(table, source)
     # The flag column travels with its row through the sort.
@@ -310,12 +317,18 @@ def fingerprints_of(survivors: pa.Table, config: DedupConfig) -> Fingerprints:
         minhash=sig,
         has_minhash=(survivors.column("_has_minhash").to_numpy().astype(bool) if has_minhash else np.zeros(n, bool)) & not_empty,
         minhash_bands=hasher.band_keys(sig) if n else np.zeros((0, config.minhash_bands), np.uint64),
+        has_content=not_empty,
     )
 
 
+
 def commit(survivors: pa.Table, ctx: LayerContext) -> tuple[pa.Table, pa.Table]:
-    """Register the kept documents; rows a concurrent batch registered first become drops."""
+    """Register the kept documents; rows an earlier batch registered first (concurrently) become drops.
+
+    Later batches the registry found holding copies of what we keep end up in ``ctx.stale``.
+    """
     result = ctx.registry.commit(ctx.batch_id, fingerprints_of(survivors, ctx.config))
+    ctx.stale = dict(getattr(result, "stale", {}) or {})
     conflicts = result.conflicts
     if not len(conflicts):
         return survivors, decision_rows(survivors.slice(0, 0), ctx, "drop", None)
@@ -326,7 +339,7 @@ def commit(survivors: pa.Table, ctx: LayerContext) -> tuple[pa.Table, pa.Table]:
     layers = layer[first] if layer is not None else np.full(len(rows), None, object)
     # The re-check's own rule is the registry's, not necessarily this config's: no threshold is claimed.
     match = drop_reasons(layers, score, None, conflicts.doc_id[first], conflicts.batch_id[first])
-    reason = pc.binary_join_element_wise(CONFLICT_REASON, pc.fill_null(match, "a match"), "")
+    reason = pc.binary_join_element_wise(CONFLICT_REASON, pc.fill_null(match, "a match"), ": ")
     drops = decision_rows(
         lost,
         ctx,
@@ -366,9 +379,35 @@ def assemble(prepared: pa.Table, kept: pa.Table, drops: list[pa.Table], ctx: Lay
     if len(np.unique(position.to_numpy(zero_copy_only=False))) != prepared.num_rows:
         raise InvariantError(f"batch {ctx.batch_id}: a row has more than one decision")
     decisions = decisions.append_column("_pos", position).sort_by("_pos").drop_columns(["_pos"])
+    decisions = _repoint_to_committed(decisions, ctx.batch_id)
     public = [c for c in prepared.column_names if not c.startswith(PRIVATE_PREFIX)]
-    kept_rows = prepared.select(public).take(kept.column("_row"))
+    kept_rows = unescape_input_names(prepared.select(public).take(kept.column("_row")))
     return kept_rows, decisions
+
+
+def _repoint_to_committed(decisions: pa.Table, batch_id: str) -> pa.Table:
+    """A drop matched to a document of this batch that the commit then dropped (an earlier batch had
+    registered it concurrently) names, instead, the registered document that one was dropped for."""
+    if not pc.any(pc.match_substring(pc.fill_null(decisions.column("reason"), ""), CONFLICT_REASON)).as_py():
+        return decisions  # the usual case: nothing was dropped at commit
+    frame = decisions.select(["doc_id", "action", "matched_doc_id", "matched_batch_id", "reason"]).to_pandas()
+    lost = frame[(frame.action == "drop") & frame.reason.fillna("").str.contains(CONFLICT_REASON, regex=False)]
+    if lost.empty:
+        return decisions
+    target = dict(zip(lost.doc_id, zip(lost.matched_doc_id, lost.matched_batch_id, strict=True), strict=True))
+    hit = ((frame.action == "drop") & (frame.matched_batch_id == batch_id) & frame.matched_doc_id.isin(target)).to_numpy()
+    if not hit.any():
+        return decisions
+    doc = frame.matched_doc_id.to_numpy(dtype=object).copy()
+    batch = frame.matched_batch_id.to_numpy(dtype=object).copy()
+    doc[hit] = [target[d][0] for d in doc[hit]]
+    batch[hit] = [target[d][1] for d in frame.matched_doc_id.to_numpy(dtype=object)[hit]]
+    reason = frame.reason.to_numpy(dtype=object).copy()
+    note = "matched document of this batch was dropped at commit; names what it was dropped for"
+    reason[hit] = [note if not isinstance(r, str) else f"{r}; {note}" for r in reason[hit]]
+    for name, values in (("matched_doc_id", doc), ("matched_batch_id", batch), ("reason", reason)):
+        decisions = decisions.set_column(decisions.column_names.index(name), name, pa.array(values, pa.string(), from_pandas=True))
+    return decisions
 
 
 def run_batch(
@@ -410,6 +449,7 @@ def run_batch(
         config_hash=config.config_hash,
         seconds=time.perf_counter() - started,
         commit_conflicts=conflict_drops.num_rows,
+        stale_batches=ctx.stale,
         registry=type(registry).__name__,
         started_at=started_at,
         embedded=sum(int(s.extra.get("embedded", 0)) for s in stats),
@@ -424,6 +464,7 @@ def run_partition(
     on_layer: Callable[[LayerStats], None] | None = None,
 ) -> BatchSummary:
     """Read a partition, run the batch, and publish deduped/, decisions/ and runs/.../summary.json."""
+    recover(paths)  # an interrupted publish of this batch is completed first (consistent outputs)
     # No local reference to the input table: run_batch frees it once prepared.
     result = run_batch(read_input(paths.input)[0], paths.batch_id, config, registry, str(paths.input), on_layer)
     publish(paths, result)
@@ -431,12 +472,29 @@ def run_partition(
 
 
 def publish(paths: BatchPaths, result: BatchResult) -> None:
-    write_parquet_dir(result.decisions, paths.decisions)
-    write_parquet_dir(result.kept, paths.deduped)
+    """decisions/, deduped/ and summary.json as one atomic step (io.publish_outputs)."""
+    import json
+
+    import pyarrow.parquet as pq
+
     result.summary.outputs = {
         "deduped": str(paths.deduped),
         "decisions": str(paths.decisions),
         "summary": str(paths.summary),
     }
-    write_json(result.summary.to_dict(), paths.summary)
+    name = "part-00000.parquet"
+    publish_outputs(
+        paths.root,
+        paths.run_dir,
+        [
+            (paths.decisions, lambda tmp: pq.write_table(result.decisions, tmp / name, compression="zstd")),
+            (paths.deduped, lambda tmp: pq.write_table(result.kept, tmp / name, compression="zstd")),
+        ],
+        [(paths.summary, json.dumps(result.summary.to_dict(), indent=2, sort_keys=True, default=str))],
+    )
+
+
+def recover(paths: BatchPaths) -> bool:
+    """Complete a publish of ``paths`` that a crash interrupted and remove stale temporaries."""
+    return recover_outputs(paths.root, paths.run_dir, [paths.decisions, paths.deduped, paths.summary])
 

@@ -21,7 +21,16 @@ import pyarrow.parquet as pq
 from dedup_tasks.config import ALL_LAYERS, DedupConfig
 from dedup_tasks.io import BatchPaths, MissingPartition, read_input, write_json, write_parquet_dir
 from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
-from dedup_tasks.pipeline import BatchResult, BatchSummary, assemble, commit, layer_view, prepare, publish
+from dedup_tasks.pipeline import (
+    BatchResult,
+    BatchSummary,
+    assemble,
+    commit,
+    layer_view,
+    prepare,
+    publish,
+    recover,
+)
 from dedup_tasks.registry.base import Registry
 
 STEPS: tuple[str, ...] = ("validate", *ALL_LAYERS, "commit", "publish")
@@ -59,6 +68,7 @@ def _previous_survivors(paths: BatchPaths, layer: str) -> str:
 def validate(paths: BatchPaths, config: DedupConfig, registry: Registry) -> dict:
     """Read and validate the input partition; record the registry snapshot for the commit re-check."""
     started = time.perf_counter()
+    recover(paths)  # complete a publish of this batch that a crash interrupted (issue #16 row 5)
     table, files = read_input(paths.input)
     if table.num_rows == 0:
         # As good as missing: no retry helps until the crawl writes rows (the DAG fails fast on it).
@@ -115,6 +125,7 @@ def commit_batch(paths: BatchPaths, config: DedupConfig, registry: Registry) -> 
         config_hash=config.config_hash,
         seconds=sum(s.seconds for s in layer_stats),
         commit_conflicts=conflict_drops.num_rows,
+        stale_batches=ctx.stale,
         embedded=sum(int(_stats(paths, f"{n}.drops").get("extra", {}).get("embedded", 0)) for n in ALL_LAYERS),
         registry=type(registry).__name__,
         started_at=_stats(paths, "prepared").get("started_at", ""),

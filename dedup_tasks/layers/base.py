@@ -23,6 +23,22 @@ from dedup_tasks.registry.base import Matches, Registry
 
 REASON = "_reason"
 PRIVATE_PREFIX = "_"
+# Input columns are namespaced away from the private ones: a name starting with "_" (or with the
+# escape itself) gets one more INPUT_ESCAPE in front while the batch is processed, and loses it when
+# the kept rows are published. The mapping is injective, so no input column can collide.
+INPUT_ESCAPE = "~"
+
+
+def escape_input_names(table: pa.Table) -> pa.Table:
+    """Rename the input columns so none starts with PRIVATE_PREFIX (see INPUT_ESCAPE)."""
+    names = [INPUT_ESCAPE + n if n.startswith((PRIVATE_PREFIX, INPUT_ESCAPE)) else n for n in table.column_names]
+    return table.rename_columns(names) if names != table.column_names else table
+
+
+def unescape_input_names(table: pa.Table) -> pa.Table:
+    """The inverse of escape_input_names on the public (non-private) columns."""
+    names = [n[len(INPUT_ESCAPE):] if n.startswith(INPUT_ESCAPE) else n for n in table.column_names]
+    return table.rename_columns(names) if names != table.column_names else table
 
 
 @dataclass
@@ -49,6 +65,8 @@ class LayerContext:
     config: DedupConfig
     registry: Registry
     near_text: NearText | None = None
+    # Set by the commit: later batches whose copies of this batch's documents were retracted.
+    stale: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

@@ -74,7 +74,8 @@ class UrlLayer(Layer):
             update_of[later_versions] = "url seen earlier in the batch with other content: kept as an update"
 
         batch = add_reason(batch, ~valid, np.where(~valid, column_np(batch, "_url_reason"), None).astype(object))
-        is_update = np.array([u is not None for u in update_of]) & ~drop
+        # dtype bool: an empty list would make a float array, which & cannot combine.
+        is_update = np.array([u is not None for u in update_of], dtype=bool) & ~drop
         batch = add_reason(batch, is_update, update_of)
         # The near-duplicate layers hold an update to a stricter rule (layers.near.strict_rows).
         batch = set_column(batch, "_url_update", pa.array(is_update))

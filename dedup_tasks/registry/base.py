@@ -36,12 +36,18 @@ class Fingerprints:
     minhash: np.ndarray  # uint32 (n, num_perm)
     has_minhash: np.ndarray  # bool
     minhash_bands: np.ndarray  # uint64 (n, bands): band keys, see fingerprint.minhash.band_keys
+    # False where the document has no content (empty after normalization): such rows are never
+    # registered in content_hashes nor matched by content. None: every row has content.
+    has_content: np.ndarray | None = None
+
+    def content_mask(self) -> np.ndarray:
+        return np.ones(len(self), bool) if self.has_content is None else np.asarray(self.has_content, bool)
 
     def __len__(self) -> int:
         return len(self.doc_id)
 
     def take(self, index: np.ndarray) -> Fingerprints:
-        return Fingerprints(**{name: value[index] for name, value in self.__dict__.items()})
+        return Fingerprints(**{name: None if value is None else value[index] for name, value in self.__dict__.items()})
 
 
 @dataclass
@@ -74,6 +80,10 @@ class CommitResult:
     # Rows (indices into the committed Fingerprints) that a concurrently committed batch registered a
     # duplicate of between the layers' read and this commit: the pipeline turns them into drops.
     conflicts: Matches
+    # Earlier batch wins under any commit order: later batches (larger batch_id) that had registered
+    # a duplicate of a document this commit kept. Their copies were retracted from the registry; each
+    # needs a rerun (its outputs still keep the copy). batch_id -> documents retracted.
+    stale: dict[str, int] = field(default_factory=dict)
 
 
 class Registry(abc.ABC):
@@ -181,7 +191,9 @@ class MemoryRegistry(Registry):
     def lookup_content(self, batch_id: str, content_hash: np.ndarray) -> Matches:
         from dedup_tasks.fingerprint.content_hash import hash128_key
 
-        return self._lookup(batch_id, lambda fp: hash128_key(fp.content_hash), hash128_key(content_hash), lambda fp: {})
+        return self._lookup(
+            batch_id, lambda fp: hash128_key(fp.content_hash), hash128_key(content_hash), lambda fp: {}, Fingerprints.content_mask
+        )
 
     def simhash_candidates(self, batch_id: str, simhash: np.ndarray) -> Matches:
         parts = []

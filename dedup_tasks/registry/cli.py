@@ -38,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("migrate", help="apply missing migrations")
+    sub.add_parser("stale", help="batches that need a rerun (an earlier batch committed after them)")
     status = sub.add_parser("status", help="schema version, rows and bytes per document")
     status.add_argument("--json", action="store_true", help="print JSON")
     bloom = sub.add_parser("rebuild-bloom", help="rebuild the URL Bloom filter from the registry")
@@ -111,6 +112,19 @@ def db_main(argv: list[str]) -> int:
                     print(json.dumps(info, indent=2))
                 else:
                     _print_status(info)
+                return 0
+
+            if args.command == "stale":
+                from dedup_tasks.registry.postgres import PostgresRegistry
+
+                registry = PostgresRegistry(dsn, schema=args.schema)
+                stack.callback(registry.close)
+                stale = registry.stale_batches()
+                for batch, info in stale.items():
+                    earlier = ", ".join(info["earlier_batches"])
+                    print(f"{batch}: {info['docs']} copies retracted (earlier: {earlier}); rerun it")
+                if not stale:
+                    print("no batch needs a rerun")
                 return 0
 
             if args.command == "compact":

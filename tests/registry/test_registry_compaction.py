@@ -102,11 +102,13 @@ def test_compaction_moves_everything_and_every_answer_stays_the_same(loaded, adm
     assert all_lookups(pg, query) == before
     assert all_lookups(make_registry(), query) == before  # a fresh process sees the same
     # A rerun of a compacted batch deletes its rows from the main tier; its new rows, like a new
-    # batch's, land in the recent tier.
-    rerun = pool.batch(50, BATCHES[1])
-    pg.begin(BATCHES[1])
-    pg.commit(BATCHES[1], rerun)
-    mem.commit(BATCHES[1], rerun)
+    # batch's, land in the recent tier. (The latest batch: a rerun of an earlier one would now also
+    # retract the later batches' copies of what it keeps, issue #16 row 2, which MemoryRegistry,
+    # the reference here, does not model.)
+    rerun = pool.batch(50, BATCHES[-1])
+    pg.begin(BATCHES[-1])
+    pg.commit(BATCHES[-1], rerun)
+    mem.commit(BATCHES[-1], rerun)
     new = pool.batch(60, "2026-12-01T03")
     pg.begin("2026-12-01T03")
     pg.commit("2026-12-01T03", new)
