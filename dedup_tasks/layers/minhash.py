@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from dedup_tasks.fingerprint import kernels
-from dedup_tasks.fingerprint.candidates import stream_minhash
+from dedup_tasks.fingerprint.candidates import StreamResult, stream_minhash
 from dedup_tasks.fingerprint.minhash import MinHasher, estimated_jaccard
 from dedup_tasks.layers.base import (
     Drops,
@@ -66,11 +66,26 @@ class MinHashLayer(Layer):
     def threshold(self) -> float | None:
         return float(self.config.minhash_threshold)
 
+    # Two hooks, so another engine (engines/spark.py) can supply signatures its workers computed and
+    # an in-batch search over its band-join pairs while the decisions stay this layer's.
+    def fingerprints(
+        self, batch: pa.Table, ctx: LayerContext, hasher: MinHasher
+    ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+        """Signatures, shingle counts and (for the in-batch exact check) the shingle sets of the rows."""
+        cfg = self.config
+        return minhash_rows(batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words, ctx.near_text)
+
+    def stream(
+        self, batch: pa.Table, keys: np.ndarray, sig: np.ndarray, active: np.ndarray, sets: tuple[np.ndarray, np.ndarray] | None
+    ) -> StreamResult:
+        """The in-batch search in batch order over the ``active`` rows."""
+        return stream_minhash(keys, sig, active, self.config.minhash_threshold, self.config.suspect_jaccard_min, sets)
+
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         cfg = self.config
         n = batch.num_rows
         hasher = MinHasher(cfg.minhash_num_perm, cfg.minhash_seed, cfg.minhash_bands, cfg.minhash_rows)
-        sig, counts, sets = minhash_rows(batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words, ctx.near_text)
+        sig, counts, sets = self.fingerprints(batch, ctx, hasher)
         has = counts > 0
         keys = hasher.band_keys(sig)
         batch = set_column(batch, "_minhash", signature_column(sig))
@@ -84,9 +99,7 @@ class MinHashLayer(Layer):
             jac = estimated_jaccard(hits.payload["minhash"], sig[queries[hits.query]])
             ok = jac >= cfg.minhash_threshold
             decisions.add_registry(queries, hits, jac, ok, ~ok & (jac >= cfg.suspect_jaccard_min), -jac)
-        decisions.add_stream(
-            stream_minhash(keys, sig, has & ~decisions.drop, cfg.minhash_threshold, cfg.suspect_jaccard_min, sets)
-        )
+        decisions.add_stream(self.stream(batch, keys, sig, has & ~decisions.drop, sets))
         batch, drops = decisions.finish(batch, self.name, higher_is_closer=True)
         empty = np.asarray(batch.column("_empty").to_numpy(), bool)
         return add_reason(batch, ~has & ~empty, NO_SHINGLES_REASON), drops

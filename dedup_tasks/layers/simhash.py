@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from dedup_tasks.fingerprint import kernels
-from dedup_tasks.fingerprint.candidates import stream_simhash
+from dedup_tasks.fingerprint.candidates import StreamResult, stream_simhash
 from dedup_tasks.fingerprint.simhash import hamming
 from dedup_tasks.layers.base import (
     Drops,
@@ -39,10 +39,20 @@ class SimHashLayer(Layer):
     def threshold(self) -> float | None:
         return float(self.config.simhash_max_distance)
 
+    # Two hooks, so another engine (engines/spark.py) can supply fingerprints its workers computed and
+    # an in-batch search over its band-join pairs while the decisions stay this layer's.
+    def fingerprints(self, batch: pa.Table, ctx: LayerContext) -> np.ndarray:
+        """The rows' 64-bit SimHashes."""
+        return simhash_rows(batch, self.config.simhash_zh_features, self.config.simhash_word_ngram, ctx.near_text)
+
+    def stream(self, batch: pa.Table, sims: np.ndarray, active: np.ndarray) -> StreamResult:
+        """The in-batch search in batch order over the ``active`` rows."""
+        return stream_simhash(sims, active, self.config.simhash_max_distance, self.config.suspect_hamming_max)
+
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         cfg = self.config
         n = batch.num_rows
-        sims = simhash_rows(batch, cfg.simhash_zh_features, cfg.simhash_word_ngram, ctx.near_text)
+        sims = self.fingerprints(batch, ctx)
         length = text_lengths(batch)
         reliable = length >= cfg.simhash_min_chars
         has = length > 0
@@ -59,8 +69,6 @@ class SimHashLayer(Layer):
             dist = hamming(hits.payload["simhash"], sims[queries[hits.query]])
             ok = dist <= cfg.simhash_max_distance
             decisions.add_registry(queries, hits, dist, ok, ~ok & (dist <= cfg.suspect_hamming_max), dist)
-        decisions.add_stream(
-            stream_simhash(sims, reliable & ~decisions.drop, cfg.simhash_max_distance, cfg.suspect_hamming_max)
-        )
+        decisions.add_stream(self.stream(batch, sims, reliable & ~decisions.drop))
         batch, drops = decisions.finish(batch, self.name, higher_is_closer=False)
         return add_reason(batch, has & ~reliable, SHORT_REASON), drops
