@@ -100,11 +100,10 @@ def test_archive_on_spark_equals_the_cli_hour_by_hour(spark, crawl, tmp_path, pg
 
 
 def test_duplicate_doc_id_fails_the_batch_naming_it(spark, tmp_path):
-    from tests.conftest import make_batch, write_partition
-
     from dedup_tasks.config import DedupConfig
     from dedup_tasks.engines.spark import run_batches
     from dedup_tasks.registry.base import MemoryRegistry
+    from tests.conftest import make_batch, write_partition
 
     rows = [{"doc_id": "a", "url": "https://x.org/1", "title": "t", "content": "one two three"}] * 2
     write_partition(tmp_path, HOURS[0], make_batch(rows))
