@@ -4,7 +4,7 @@ PYTHON ?= python3
 .PHONY: install demo test lint bench bench-smoke
 
 install:
-	$(PYTHON) -m pip install -q -r requirements.txt -r requirements-airflow.txt
+	$(PYTHON) -m pip install -q -r requirements.txt -r requirements-airflow.txt -r requirements-spark.txt
 	$(PYTHON) -m pip install -q --no-deps -e .
 
 # Three sample crawl hours (built from ../shared/data/corpora) through the crawl_dedup DAG.

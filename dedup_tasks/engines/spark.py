@@ -106,6 +106,9 @@ def spark_session(master: str | None = None, app_name: str = "crawl-dedup", conf
         .config("spark.executorEnv.PYTHONPATH", path)
         .config("spark.sql.adaptive.enabled", "true")
     )
+    if os.environ.get("SPARK_DRIVER_HOST"):
+        # In a container the executors reach the driver by its service name, not the container id.
+        builder = builder.config("spark.driver.host", os.environ["SPARK_DRIVER_HOST"])
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
