@@ -27,7 +27,9 @@ Where the work happens:
 from __future__ import annotations
 
 import os
+import shutil
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -259,11 +261,17 @@ def _score_minhash_pairs(floor: float, ceiling: float) -> Callable[[Iterator[pa.
 class SparkFingerprints:
     """What the executors computed for a set of batches, collected on the driver."""
 
-    rows: pa.Table  # one row per document: keys, fingerprints, near-duplicate text
+    rows_dir: Path  # batch_id=<id>/ per batch, one row per document: keys, fingerprints, near-duplicate text
     simhash_pairs: pa.Table  # batch_id, doc_a, doc_b, band, score (Hamming distance)
     minhash_pairs: pa.Table  # batch_id, doc_a, doc_b, band, score (Jaccard)
     seconds: float
     partitions: int
+
+    def rows(self, batch_id: str) -> pa.Table:
+        import pyarrow.parquet as pq
+
+        folder = self.rows_dir / f"batch_id={batch_id}"
+        return pq.read_table(folder) if folder.exists() else pa.table({"doc_id": pa.array([], pa.string())})
 
 
 def read_batches(spark: SparkSession, batches: list[BatchPaths]) -> DataFrame:
@@ -282,8 +290,11 @@ def read_batches(spark: SparkSession, batches: list[BatchPaths]) -> DataFrame:
     return frame
 
 
-def compute(spark: SparkSession, batches: list[BatchPaths], config: DedupConfig, partitions: int | None = None) -> SparkFingerprints:
-    """Run the distributed part of the cascade over ``batches``: fingerprints and scored in-batch pairs."""
+def compute(
+    spark: SparkSession, batches: list[BatchPaths], config: DedupConfig, work: Path, partitions: int | None = None
+) -> SparkFingerprints:
+    """Run the distributed part of the cascade over ``batches``: fingerprints (written under ``work``)
+    and scored in-batch pairs."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -291,6 +302,7 @@ def compute(spark: SparkSession, batches: list[BatchPaths], config: DedupConfig,
 
     started = time.perf_counter()
     partitions = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     text = read_batches(spark, batches).repartition(partitions)
     rows = text.mapInArrow(_rows_pass(config), _ROWS_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -325,15 +337,20 @@ def compute(spark: SparkSession, batches: list[BatchPaths], config: DedupConfig,
     simhash_pairs = _simhash_pairs(keyed, config).toArrow() if config.layer_enabled("simhash") else _no_pairs()
     minhash_pairs = _minhash_pairs(keyed, config).toArrow() if config.layer_enabled("minhash") else _no_pairs()
     paired = keyed.select("batch_id", "doc_id", F.lit(True).alias("paired"))
-    out = (
+    # Per-document results go to the work directory, one folder per batch: the driver then holds
+    # one batch at a time, however many hours the job covers.
+    rows_dir = work / "rows"
+    (
         rows.drop("lines", "host")
         .join(fp.drop("bands", "sets"), ["batch_id", "doc_id"])
         .join(paired, ["batch_id", "doc_id"], "left")
-        .toArrow()
+        .write.mode("overwrite")
+        .partitionBy("batch_id")
+        .parquet(str(rows_dir))
     )
     rows.unpersist()
     fp.unpersist()
-    return SparkFingerprints(out, simhash_pairs, minhash_pairs, time.perf_counter() - started, partitions)
+    return SparkFingerprints(rows_dir, simhash_pairs, minhash_pairs, time.perf_counter() - started, partitions)
 
 
 def _no_pairs() -> pa.Table:
@@ -551,23 +568,32 @@ def run_batches(
     batch by batch in batch_id order (oldest first), so each batch sees exactly the registry it
     would have seen had the batches run one by one.
     """
-    from pyspark.sql import functions as F
-
     batches = sorted(batches, key=lambda p: p.batch_id)
     if len({p.batch_id for p in batches}) != len(batches):
         raise InputError("a batch is named twice")
     if not batches:
         return []
-    fps = compute(spark, batches, config, partitions)
-    total = max(1, fps.rows.num_rows)
-    ids = fps.rows.column("batch_id")
+    work = batches[0].root / "work" / f"spark-{uuid.uuid4().hex[:12]}"
+    try:
+        return _run(spark, batches, config, registry, work, on_layer, partitions)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(spark, batches, config, registry, work, on_layer, partitions) -> list[BatchSummary]:
+    from pyspark.sql import functions as F
+
+    fps = compute(spark, batches, config, work, partitions)
+    counts = {p.batch_id: len(input_files(p.input)) for p in batches}
     text = read_batches(spark, batches)
     summaries = []
+    total = None
     for paths in batches:
-        mine = pc.equal(ids, paths.batch_id)
-        rows = fps.rows.filter(mine)
+        rows = fps.rows(paths.batch_id)
         if rows.num_rows == 0:
-            raise ContractError(f"batch {paths.batch_id}: {paths.input} has no rows")
+            raise ContractError(f"batch {paths.batch_id}: {paths.input} ({counts[paths.batch_id]} files) has no rows")
+        if total is None:
+            total = max(1, sum(pq_rows(fps.rows_dir / f"batch_id={p.batch_id}") for p in batches))
         share = fps.seconds * rows.num_rows / total  # the Spark stage's time, spread by rows
         result = run_spark_batch(
             rows,
@@ -589,6 +615,12 @@ def run_batches(
         publish_spark(paths, result, deduped)
         summaries.append(result.summary)
     return summaries
+
+
+def pq_rows(folder: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in folder.glob("*.parquet")) if folder.exists() else 0
 
 
 def publish_spark(paths: BatchPaths, result: BatchResult, deduped: DataFrame) -> None:
