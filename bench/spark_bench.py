@@ -84,6 +84,8 @@ def child(engine: str, docs: int, seed: int, cores: int) -> dict:
         "docs_per_cpu_s": round(docs / cpu, 1) if cpu else None,
         "kept": summary.kept,
         "dropped_per_layer": {s.layer: s.dropped for s in summary.layers},
+        "seconds_per_step": {s.layer: round(s.seconds, 2) for s in summary.layers},
+        "spark_phases": summary.layers[0].extra if engine == "spark" else {},
     }
 
 
@@ -100,7 +102,12 @@ def main(argv: list[str] | None = None) -> int:
         engine, docs, cores = args.child
         print(json.dumps(child(engine, int(docs), args.seed, int(cores))))
         return 0
-    runs = []
+    from bench.__main__ import RESULTS
+
+    # Runs of other sizes from an earlier invocation are kept: a 200k run can be added later.
+    previous = RESULTS / "spark.json"
+    runs = json.loads(previous.read_text()).get("runs", []) if previous.exists() else []
+    runs = [r for r in runs if r["docs"] not in args.docs]
     for docs in args.docs:
         crawl(docs, 1, args.seed)  # generated outside the measured processes
         for engine, cores in [("local", 1), *[("spark", c) for c in args.cores]]:

@@ -266,6 +266,7 @@ class SparkFingerprints:
     minhash_pairs: pa.Table  # batch_id, doc_a, doc_b, band, score (Jaccard)
     seconds: float
     partitions: int
+    timings: dict[str, float]  # seconds per Spark phase
 
     def rows(self, batch_id: str) -> pa.Table:
         import pyarrow.parquet as pq
@@ -308,6 +309,8 @@ def compute(
 
     # Template lines per batch (lines of >= BOILERPLATE_MIN_DOCS documents of one site), applied to
     # every site of the batch as on one node.
+    timings: dict[str, float] = {}
+    mark = time.perf_counter()
     frequent = (
         rows.select("batch_id", "host", F.explode("lines").alias("line"))
         .groupBy("batch_id", "host", "line")
@@ -323,6 +326,7 @@ def compute(
         for batch_id in pc.unique(frequent.column("batch_id")).to_pylist():
             lines = frequent.filter(pc.equal(frequent.column("batch_id"), batch_id)).column("line")
             templates[batch_id] = np.unique(_unsigned(lines))
+    timings["pass1_and_templates"], mark = time.perf_counter() - mark, time.perf_counter()
     fp = text.mapInArrow(_fingerprint_pass(config, templates), _FP_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
     keyed = rows.drop("lines", "host").join(fp, ["batch_id", "doc_id"])
 
@@ -335,7 +339,9 @@ def compute(
         candidates = first.select("batch_id", F.col("m.doc_id").alias("doc_id"))
         keyed = keyed.join(candidates, ["batch_id", "doc_id"], "left_semi")
     simhash_pairs = _simhash_pairs(keyed, config).toArrow() if config.layer_enabled("simhash") else _no_pairs()
+    timings["pass2_and_simhash_pairs"], mark = time.perf_counter() - mark, time.perf_counter()
     minhash_pairs = _minhash_pairs(keyed, config).toArrow() if config.layer_enabled("minhash") else _no_pairs()
+    timings["minhash_pairs"], mark = time.perf_counter() - mark, time.perf_counter()
     paired = keyed.select("batch_id", "doc_id", F.lit(True).alias("paired"))
     # Per-document results go to the work directory, one folder per batch: the driver then holds
     # one batch at a time, however many hours the job covers.
@@ -350,7 +356,8 @@ def compute(
     )
     rows.unpersist()
     fp.unpersist()
-    return SparkFingerprints(rows_dir, simhash_pairs, minhash_pairs, time.perf_counter() - started, partitions)
+    timings["rows_written"] = time.perf_counter() - mark
+    return SparkFingerprints(rows_dir, simhash_pairs, minhash_pairs, time.perf_counter() - started, partitions, timings)
 
 
 def _no_pairs() -> pa.Table:
@@ -501,6 +508,7 @@ def run_spark_batch(
     registry: Registry,
     prepare_seconds: float = 0.0,
     on_layer: Callable[[LayerStats], None] | None = None,
+    spark_stats: dict | None = None,
 ) -> BatchResult:
     """The driver's part for one batch: the layers over the executors' fingerprints and pairs, the
     commit, the decisions. ``BatchResult.kept`` holds the kept doc_ids (the rows are Spark's to write)."""
@@ -509,7 +517,7 @@ def run_spark_batch(
     ctx = LayerContext(batch_id, config, registry)
     registry.begin(batch_id)
     view = _prepared(rows, f"batch {batch_id}")
-    prep_stats = LayerStats("prepare", view.num_rows, 0, prepare_seconds, {"engine": "spark"})
+    prep_stats = LayerStats("prepare", view.num_rows, 0, prepare_seconds, {"engine": "spark", **(spark_stats or {})})
     if on_layer:
         on_layer(prep_stats)
     doc_ids = view.column("doc_id").combine_chunks()
@@ -604,6 +612,7 @@ def _run(spark, batches, config, registry, work, on_layer, partitions) -> list[B
             registry,
             share,
             on_layer,
+            {"spark_seconds": round(fps.seconds, 2), "spark_partitions": fps.partitions, **{k: round(v, 2) for k, v in fps.timings.items()}},
         )
         kept_ids = spark.createDataFrame(result.kept.select(["doc_id"]).to_pandas())
         deduped = (
