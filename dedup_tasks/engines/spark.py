@@ -304,7 +304,8 @@ def compute(
     started = time.perf_counter()
     partitions = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-    text = read_batches(spark, batches).repartition(partitions)
+    # Shuffled once and kept (spilling to disk): pass 1 and pass 2 both read the text.
+    text = read_batches(spark, batches).repartition(partitions).persist(StorageLevel.MEMORY_AND_DISK)
     rows = text.mapInArrow(_rows_pass(config), _ROWS_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
 
     # Template lines per batch (lines of >= BOILERPLATE_MIN_DOCS documents of one site), applied to
@@ -356,6 +357,7 @@ def compute(
     )
     rows.unpersist()
     fp.unpersist()
+    text.unpersist()
     timings["rows_written"] = time.perf_counter() - mark
     return SparkFingerprints(rows_dir, simhash_pairs, minhash_pairs, time.perf_counter() - started, partitions, timings)
 
