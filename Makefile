@@ -8,8 +8,8 @@ STAMP := .make/install-$(subst /,_,$(PYTHON)).stamp
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt requirements-airflow.txt pyproject.toml
-	$(PYTHON) -m pip install -q -r requirements.txt -r requirements-airflow.txt
+$(STAMP): requirements.txt requirements-airflow.txt requirements-spark.txt pyproject.toml
+	$(PYTHON) -m pip install -q -r requirements.txt -r requirements-airflow.txt -r requirements-spark.txt
 	$(PYTHON) -m pip install -q --no-deps -e .
 	@# Compile the numba kernels into dedup_tasks/**/__pycache__ now, not in the first DAG run.
 	$(PYTHON) -m dedup_tasks.warmup

@@ -301,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p = sub.add_parser("semantic", help="L4 on the synthetic crawl: share embedded, docs/s, extra duplicates, false drops")
     p.add_argument("rest", nargs=argparse.REMAINDER)
+    p = sub.add_parser("spark", help="the Spark engine (local, 1 and 2 cores) beside the single-node cascade, 20k and 200k docs")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
     p = sub.add_parser("_throughput_child")
     p.add_argument("docs", type=int)
     p.add_argument("seed", type=int)
@@ -308,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     # The pass-through commands parse their own options: argparse's REMAINDER after a subcommand does
     # not reliably take options that start with "--", so hand the rest of the line over untouched.
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in ("registry", "rerun-commit", "pairs", "semantic"):
+    if argv and argv[0] in ("registry", "rerun-commit", "pairs", "semantic", "spark"):
         args = argparse.Namespace(command=argv[0], rest=argv[1:])
     else:
         args = parser.parse_args(argv)
@@ -332,6 +334,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.pairs import main as pairs_main
 
         return pairs_main(args.rest)
+    if args.command == "spark":
+        from bench.spark_bench import main as spark_main
+
+        return spark_main(args.rest)
     if args.command == "semantic":
         from bench.semantic import main as semantic_main
 

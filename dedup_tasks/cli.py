@@ -40,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--db-url", help="registry DSN (default DEDUP_DB_URL, Airflow conn dedup_db, embedded)")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
     run.add_argument("--no-progress", action="store_true", help="plain one-line-per-layer output")
+    run.add_argument("--until", help="with --batch: run every hour from --batch to this one (inclusive), oldest first")
+    run.add_argument("--engine", choices=("local", "spark"), default="local", help="local: this process (default); spark: Apache Spark")
+    run.add_argument("--spark-master", help="with --engine spark: master URL (default SPARK_MASTER, else local[*])")
+    run.add_argument("--partitions", type=int, help="with --engine spark: input partitions (default 2 per core)")
 
     db = sub.add_parser("db", help="registry maintenance: migrate, status, rebuild-bloom")
     db.add_argument("db_args", nargs=argparse.REMAINDER)
@@ -107,20 +111,59 @@ def cmd_run(args: argparse.Namespace) -> int:
         batch_id = parse_batch_id(args.batch) if args.batch else args.input.stem.replace(" ", "_")
         paths = BatchPaths(args.out, batch_id, input_override=args.input)
         config = config.replace(root=str(args.out))
+        batches = [paths]
     else:
         if not args.batch:
             raise ConfigError("run needs --batch (or --input FILE_OR_DIR --out DIR)")
-        paths = BatchPaths(Path(config.root), parse_batch_id(args.batch))
-    steps = 3 + len(config.layers)
+        root = Path(config.root)
+        batches = [BatchPaths(root, b) for b in batch_range(args.batch, args.until)]
+        if args.until:
+            # An archive: hours without an input partition are skipped, and said so.
+            missing = [p for p in batches if not p.input.exists()]
+            for p in missing:
+                print(f"{p.batch_id}: no input partition at {p.input}, skipped", file=sys.stderr)
+            batches = [p for p in batches if p.input.exists()]
+            if not batches:
+                raise InputError(f"no input partition between {args.batch} and {args.until} under {root / 'crawl'}")
+    steps = (3 + len(config.layers)) * len(batches)
     progress = Progress(not args.no_progress, steps)
     try:
         with open_registry_for(config, args.no_registry) as registry:
-            summary = run_partition(paths, config, registry, on_layer=progress)
+            if args.engine == "spark":
+                from dedup_tasks.engines.spark import run_batches, spark_session
+
+                spark = spark_session(args.spark_master)
+                summaries = run_batches(spark, batches, config, registry, on_layer=progress, partitions=args.partitions)
+            else:
+                summaries = [run_partition(paths, config, registry, on_layer=progress) for paths in batches]
     finally:
         progress.close()
-    print(summary.table())
-    print(f"deduped:   {paths.deduped}\ndecisions: {paths.decisions}\nsummary:   {paths.summary}")
+    for paths, summary in zip(batches, summaries, strict=True):
+        print(summary.table())
+        print(f"deduped:   {paths.deduped}\ndecisions: {paths.decisions}\nsummary:   {paths.summary}")
     return 0
+
+
+def batch_range(first: str, last: str | None) -> list[str]:
+    """Batch ids of every hour from ``first`` to ``last`` (inclusive), or just ``first``."""
+    from datetime import datetime, timedelta
+
+    start = parse_batch_id(first)
+    if last is None:
+        return [start]
+    end = parse_batch_id(last)
+    fmt = "%Y-%m-%dT%H"
+    try:
+        t, stop = datetime.strptime(start, fmt), datetime.strptime(end, fmt)
+    except ValueError as exc:
+        raise ConfigError(f"--until needs hour batch ids like 2026-12-01T00, got {start!r}..{end!r}") from exc
+    if stop < t:
+        raise ConfigError(f"--until {end} is before --batch {start}")
+    out = []
+    while t <= stop:
+        out.append(t.strftime(fmt))
+        t += timedelta(hours=1)
+    return out
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -104,13 +104,22 @@ class MinHashLayer(Layer):
     def threshold(self) -> float | None:
         return float(self.config.minhash_threshold)
 
+    # A hook, so another engine (engines/spark.py) can supply the signatures and shingle sets its
+    # workers computed with these same kernels; the search and the verifier stay this layer's.
+    def fingerprints(
+        self, batch: pa.Table, ctx: LayerContext, hasher: MinHasher
+    ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        """Signatures, shingle counts and the shingle sets (hashes, offsets) of the rows."""
+        cfg = self.config
+        return minhash_rows(
+            batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words, ctx.near_text, cfg.en_shingles == "chars"
+        )
+
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         cfg = self.config
         n = batch.num_rows
         hasher = MinHasher(cfg.minhash_num_perm, cfg.minhash_seed, cfg.minhash_bands, cfg.minhash_rows)
-        sig, counts, sets = minhash_rows(
-            batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words, ctx.near_text, cfg.en_shingles == "chars"
-        )
+        sig, counts, sets = self.fingerprints(batch, ctx, hasher)
         verifier = verifier_of(cfg)
         strict = strict_rows(batch, cfg)
         has = counts > 0

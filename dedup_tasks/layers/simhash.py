@@ -79,10 +79,16 @@ class SimHashLayer(Layer):
     def threshold(self) -> float | None:
         return float(self.config.simhash_max_distance)
 
+    # A hook, so another engine (engines/spark.py) can supply the SimHashes its workers computed with
+    # the same kernel; the search and the verification stay this layer's.
+    def fingerprints(self, batch: pa.Table, ctx: LayerContext) -> np.ndarray:
+        """The rows' 64-bit SimHashes."""
+        return simhash_rows(batch, self.config.simhash_zh_features, self.config.simhash_word_ngram, ctx.near_text)
+
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         cfg = self.config
         n = batch.num_rows
-        sims = simhash_rows(batch, cfg.simhash_zh_features, cfg.simhash_word_ngram, ctx.near_text)
+        sims = self.fingerprints(batch, ctx)
         length = text_lengths(batch)
         reliable = length >= cfg.simhash_min_chars
         has = length > 0

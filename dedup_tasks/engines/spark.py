@@ -1,0 +1,514 @@
+"""The cascade on Apache Spark: an archive of many hours in one job, or one hour too large for one worker.
+
+Where the work happens:
+
+* **Executors** (``mapInArrow``, any number of partitions) run the single-node kernels row by row:
+  pass 1 of ``pipeline.prepare`` (folding, content hashes, URL keys, the content lines of each
+  document), then, once the batch-wide template lines are known, pass 2 (the near-duplicate view,
+  language) and the SimHash and MinHash fingerprints (``layers.simhash.simhash_rows``,
+  ``layers.minhash.minhash_rows``). Nothing is re-implemented: the executors import the same
+  functions.
+* **Spark SQL** counts template lines per (batch, site, line) (``normalize.text.template_lines``'s
+  rule: a line in >= BOILERPLATE_MIN_DOCS documents of one site).
+* **The driver** runs the layers themselves, batch by batch, oldest first: the URL and exact
+  layers, the registry lookups, and the SimHash and MinHash layers *unchanged* (their own in-batch
+  stream, the verifier on the exact shingle sets, the registry verification from signatures), fed
+  through the layers' ``fingerprints`` hook with the SimHashes, signatures and shingle sets the
+  executors computed; then L4 semantic over the survivors, the commit into the same registry, and
+  the decisions. So an archive gives the same decisions as running its hours one by one, and each
+  hour the same as the single-node engine. The in-batch candidate search and its verification are
+  *not* distributed: an earlier version resolved band-join pairs on the driver with a copy of the
+  old stream rule (``engines/pairs.py``), which the verifier of issue #17 left out of date; it was
+  removed. The driver holds per document its fingerprints, shingle set and near-duplicate text
+  (what SimHash's verification and L4 read), never the input columns: the deduplicated rows are
+  written by Spark (a semi-join of the input with the kept doc_ids).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import dedup_tasks
+from dedup_tasks.config import ALL_LAYERS, DedupConfig
+from dedup_tasks.contract import ContractError, check_rows, conform_schema, repair_text
+from dedup_tasks.fingerprint.minhash import MinHasher
+from dedup_tasks.io import BatchPaths, InputError, input_files, replace_dir, write_json, write_parquet_dir
+from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
+from dedup_tasks.layers.base import REASON, add_reason
+from dedup_tasks.layers.minhash import MinHashLayer, minhash_rows
+from dedup_tasks.layers.simhash import SimHashLayer, simhash_rows
+from dedup_tasks.pipeline import (
+    LONG_REASON,
+    MAX_NEAR_CHARS,
+    REPAIRED_REASON,
+    BatchResult,
+    BatchSummary,
+    _chunks,
+    _pass_one,
+    _pass_two_by_chunk,
+    assemble,
+    commit,
+)
+from dedup_tasks.registry.base import Registry
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+ENGINE_COLUMNS = ("_spark_simhash", "_spark_minhash", "_spark_shingles", "_spark_sets")
+
+# Spark has no unsigned integers: 64-bit keys and hashes travel as the int64 with the same bits.
+_ROWS_SCHEMA = (
+    "batch_id string, doc_id string, fetched_us long, url_key long, url_valid boolean, url_reason string,"
+    " ch_hi long, ch_lo long, repaired boolean, host string, lines array<long>"
+)
+_FP_SCHEMA = (
+    "batch_id string, doc_id string, near_text string, lang string, near_len long, too_long boolean,"
+    " simhash long, sig binary, shingles long, sets binary"
+)
+
+
+def _signed(values: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(values, np.uint64).view(np.int64)
+
+
+def _unsigned(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(column.to_numpy(zero_copy_only=False), np.int64).view(np.uint64)
+
+
+def spark_session(master: str | None = None, app_name: str = "crawl-dedup", conf: dict[str, str] | None = None) -> SparkSession:
+    """A SparkSession for the cascade: ``master`` (default env SPARK_MASTER, else local[*]) with UTC
+    time, Arrow batches and no UI. Python workers import this checkout of dedup_tasks."""
+    from pyspark.sql import SparkSession
+
+    here = str(Path(dedup_tasks.__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+    builder = (
+        SparkSession.builder.master(master or os.environ.get("SPARK_MASTER", "local[*]"))
+        .appName(app_name)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "5000")
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        .config("spark.executorEnv.PYTHONPATH", path)
+        .config("spark.sql.adaptive.enabled", "true")
+    )
+    if os.environ.get("SPARK_DRIVER_HOST"):
+        # In a container the executors reach the driver by its service name, not the container id.
+        builder = builder.config("spark.driver.host", os.environ["SPARK_DRIVER_HOST"])
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+# ---- executors ----------------------------------------------------------------------------------
+
+
+def _conformed(rb: pa.RecordBatch) -> tuple[pa.Table, np.ndarray]:
+    table = pa.Table.from_batches([rb])
+    source = f"batch {table.column('batch_id')[0].as_py() if table.num_rows else '?'}"
+    table, repaired = repair_text(conform_schema(table, source), source)
+    return table, repaired
+
+
+def _rows_pass(config: DedupConfig) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Pass 1 of ``prepare`` per row: URL keys, content hashes, and each document's distinct content lines."""
+    from dedup_tasks.normalize.url import url_keys
+
+    tracking = config.tracking_params
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for rb in batches:
+            table, repaired = _conformed(rb)
+            n = table.num_rows
+            if n == 0:
+                continue
+            keys = url_keys(table.column("url"), tracking_params=tracking)
+            hashes, line_doc, line_hash, _ = _pass_one(table, list(_chunks(n)), None)
+            # A line counts once per document (template_lines counts distinct documents).
+            order = np.lexsort((line_hash, line_doc))
+            doc, h = line_doc[order], line_hash[order]
+            first = np.ones(len(doc), bool)
+            first[1:] = (doc[1:] != doc[:-1]) | (h[1:] != h[:-1])
+            doc, h = doc[first], h[first]
+            offsets = np.searchsorted(doc, np.arange(n + 1)).astype(np.int32)
+            lines = pa.ListArray.from_arrays(pa.array(offsets), pa.array(_signed(h), pa.int64()))
+            fetched = table.column("fetched_at").cast(pa.int64())
+            yield pa.RecordBatch.from_pydict(
+                {
+                    "batch_id": table.column("batch_id").cast(pa.string()).combine_chunks(),
+                    "doc_id": table.column("doc_id").cast(pa.string()).combine_chunks(),
+                    "fetched_us": fetched.combine_chunks(),
+                    "url_key": pa.array(_signed(keys.key), pa.int64()),
+                    "url_valid": pa.array(keys.valid, pa.bool_()),
+                    "url_reason": pa.array(keys.reason, pa.string()),
+                    "ch_hi": pa.array(_signed(hashes[:, 0]), pa.int64()),
+                    "ch_lo": pa.array(_signed(hashes[:, 1]), pa.int64()),
+                    "repaired": pa.array(repaired, pa.bool_()),
+                    "host": pa.array(np.where(keys.valid, keys.host, "").astype(object), pa.string()),
+                    "lines": lines,
+                }
+            )
+
+    return run
+
+
+def _fingerprint_pass(
+    config: DedupConfig, templates: dict[str, np.ndarray]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Pass 2 of ``prepare`` with each batch's template lines, then the SimHash and MinHash kernels."""
+    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
+    none = np.empty(0, np.uint64)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for rb in batches:
+            whole, _ = _conformed(rb)
+            ids = whole.column("batch_id").cast(pa.string())
+            for batch_id in pc.unique(ids).to_pylist():
+                table = whole.filter(pc.equal(ids, batch_id)) if len(templates) > 1 else whole
+                yield _fingerprints(table, templates.get(batch_id, none), config, hasher)
+
+    return run
+
+
+def _fingerprints(table: pa.Table, templates: np.ndarray, config: DedupConfig, hasher: MinHasher) -> pa.RecordBatch:
+    n = table.num_rows
+    given = table.column("lang") if "lang" in table.column_names else None
+    parts, lengths, too_long, lang = _pass_two_by_chunk(table, list(_chunks(n)), templates, given)
+    near = pa.chunked_array(parts, pa.string()) if parts else pa.chunked_array([], pa.string())
+    view = pa.table({"doc_id": table.column("doc_id"), "_near_text": near, "_lang": pa.array(lang, pa.string())})
+    sims = simhash_rows(view, config.simhash_zh_features, config.simhash_word_ngram)
+    sig, counts, (sets, set_offsets) = minhash_rows(
+        view, hasher, config.zh_shingle_chars, config.en_shingle_words, None, config.en_shingles == "chars"
+    )
+    width = hasher.num_perm * 4
+    sig_bytes = pa.Array.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32) * width), pa.py_buffer(np.ascontiguousarray(sig).tobytes())]
+    )
+    set_bytes = pa.Array.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer((set_offsets * 4).astype(np.int32)), pa.py_buffer(np.ascontiguousarray(sets, np.uint32).tobytes())]
+    )
+    return pa.RecordBatch.from_pydict(
+        {
+            "batch_id": table.column("batch_id").cast(pa.string()).combine_chunks(),
+            "doc_id": table.column("doc_id").cast(pa.string()).combine_chunks(),
+            "near_text": near.combine_chunks(),
+            "lang": pa.array(lang, pa.string()),
+            "near_len": pa.array(np.asarray(lengths, np.int64)),
+            "too_long": pa.array(np.asarray(too_long, bool)),
+            "simhash": pa.array(_signed(sims), pa.int64()),
+            "sig": sig_bytes,
+            "shingles": pa.array(np.asarray(counts, np.int64)),
+            "sets": set_bytes,
+        }
+    )
+
+
+def _uint32_rows(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(values, offsets in values) of a binary column of packed uint32."""
+    wide = pa.types.is_large_binary(column.type)
+    kind = np.int64 if wide else np.int32
+    offsets = np.frombuffer(column.buffers()[1], kind, len(column) + 1, column.offset * np.dtype(kind).itemsize).astype(np.int64)
+    data = column.buffers()[2]
+    values = np.frombuffer(data, np.uint32, (offsets[-1] - offsets[0]) // 4, offsets[0]) if data is not None and offsets[-1] > offsets[0] else np.empty(0, np.uint32)
+    return values, (offsets - offsets[0]) // 4
+
+
+# ---- the job ------------------------------------------------------------------------------------
+
+
+@dataclass
+class SparkFingerprints:
+    """What the executors computed for a set of batches, collected on the driver."""
+
+    rows_dir: Path  # batch_id=<id>/ per batch, one row per document: keys, fingerprints, shingle set, near-duplicate text
+    seconds: float
+    partitions: int
+    timings: dict[str, float]  # seconds per Spark phase
+
+    def rows(self, batch_id: str) -> pa.Table:
+        import pyarrow.parquet as pq
+
+        folder = self.rows_dir / f"batch_id={batch_id}"
+        return pq.read_table(folder) if folder.exists() else pa.table({"doc_id": pa.array([], pa.string())})
+
+
+def read_batches(spark: SparkSession, batches: list[BatchPaths]) -> DataFrame:
+    """The input partitions of ``batches`` as one DataFrame with a ``batch_id`` column."""
+    from pyspark.sql import functions as F
+
+    frames = []
+    for paths in batches:
+        files = input_files(paths.input)
+        if not files:
+            raise InputError(f"batch {paths.batch_id}: no Parquet files under {paths.input}")
+        frames.append(spark.read.parquet(*[str(f) for f in files]).withColumn("batch_id", F.lit(paths.batch_id)))
+    frame = frames[0]
+    for other in frames[1:]:
+        frame = frame.unionByName(other, allowMissingColumns=True)
+    return frame
+
+
+def compute(
+    spark: SparkSession, batches: list[BatchPaths], config: DedupConfig, work: Path, partitions: int | None = None
+) -> SparkFingerprints:
+    """Run the distributed part of the cascade over ``batches``: prepare and the fingerprints,
+    written under ``work``."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from dedup_tasks.normalize.text import BOILERPLATE_MIN_DOCS
+
+    started = time.perf_counter()
+    partitions = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    # Shuffled once and kept (spilling to disk): pass 1 and pass 2 both read the text.
+    text = read_batches(spark, batches).repartition(partitions).persist(StorageLevel.MEMORY_AND_DISK)
+    rows = text.mapInArrow(_rows_pass(config), _ROWS_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+
+    # Template lines per batch (lines of >= BOILERPLATE_MIN_DOCS documents of one site), applied to
+    # every site of the batch as on one node.
+    timings: dict[str, float] = {}
+    mark = time.perf_counter()
+    frequent = (
+        rows.select("batch_id", "host", F.explode("lines").alias("line"))
+        .groupBy("batch_id", "host", "line")
+        .count()
+        .where(F.col("count") >= BOILERPLATE_MIN_DOCS)
+        .select("batch_id", "line")
+        .distinct()
+        .toArrow()
+    )
+    templates: dict[str, np.ndarray] = {paths.batch_id: np.empty(0, np.uint64) for paths in batches}
+    if frequent.num_rows:
+        frequent = frequent.sort_by([("batch_id", "ascending"), ("line", "ascending")])
+        for batch_id in pc.unique(frequent.column("batch_id")).to_pylist():
+            lines = frequent.filter(pc.equal(frequent.column("batch_id"), batch_id)).column("line")
+            templates[batch_id] = np.unique(_unsigned(lines))
+    timings["pass1_and_templates"], mark = time.perf_counter() - mark, time.perf_counter()
+    # Read once, by the write below (which is what runs it, so its time is pass 2's too).
+    fp = text.mapInArrow(_fingerprint_pass(config, templates), _FP_SCHEMA)
+    # Per-document results go to the work directory, one folder per batch: the driver then holds
+    # one batch at a time, however many hours the job covers.
+    rows_dir = work / "rows"
+    (
+        rows.drop("lines", "host")
+        .join(fp, ["batch_id", "doc_id"])
+        .write.mode("overwrite")
+        .partitionBy("batch_id")
+        .parquet(str(rows_dir))
+    )
+    rows.unpersist()
+    text.unpersist()
+    timings["pass2_fingerprints_and_rows_written"] = time.perf_counter() - mark
+    return SparkFingerprints(rows_dir, time.perf_counter() - started, partitions, timings)
+
+
+# ---- the driver: the layers, batch by batch -----------------------------------------------------
+
+
+class SparkSimHashLayer(SimHashLayer):
+    """L2 unchanged, with the SimHashes the executors computed (the same kernel)."""
+
+    def fingerprints(self, batch: pa.Table, ctx: LayerContext) -> np.ndarray:
+        return batch.column("_spark_simhash").to_numpy().astype(np.uint64)
+
+
+class SparkMinHashLayer(MinHashLayer):
+    """L3 unchanged, with the signatures and shingle sets the executors computed (the same kernels)."""
+
+    def fingerprints(self, batch: pa.Table, ctx: LayerContext, hasher: MinHasher):
+        sig, _ = _uint32_rows(batch.column("_spark_minhash").combine_chunks())
+        sets, offsets = _uint32_rows(batch.column("_spark_sets").combine_chunks())
+        counts = batch.column("_spark_shingles").to_numpy().astype(np.int64)
+        return sig.reshape(batch.num_rows, hasher.num_perm), counts, (sets.copy(), offsets)
+
+
+def _prepared(rows: pa.Table, source: str) -> pa.Table:
+    """The layer view ``pipeline.prepare`` would build, from the executors' columns, in batch order."""
+    rows = rows.sort_by([("fetched_us", "ascending"), ("doc_id", "ascending")])
+    n = rows.num_rows
+    check_rows(
+        pa.table({"doc_id": rows.column("doc_id"), "fetched_at": rows.column("fetched_us").cast(pa.timestamp("us", tz="UTC"))}),
+        source,
+    )
+    near_len = rows.column("near_len").to_numpy()
+    view = pa.table(
+        {
+            "doc_id": rows.column("doc_id"),
+            "_repaired": rows.column("repaired"),
+            "_row": pa.array(np.arange(n), pa.int64()),
+            REASON: pa.nulls(n, pa.string()),
+            "_url_key": pa.array(_unsigned(rows.column("url_key")), pa.uint64()),
+            "_url_valid": rows.column("url_valid"),
+            "_url_reason": rows.column("url_reason"),
+            "_ch_hi": pa.array(_unsigned(rows.column("ch_hi")), pa.uint64()),
+            "_ch_lo": pa.array(_unsigned(rows.column("ch_lo")), pa.uint64()),
+            "_empty": pa.array(near_len == 0),
+            "_near_text": rows.column("near_text"),
+            "_lang": rows.column("lang"),
+            "_spark_simhash": pa.array(_unsigned(rows.column("simhash")), pa.uint64()),
+            "_spark_minhash": rows.column("sig"),
+            "_spark_shingles": rows.column("shingles"),
+            "_spark_sets": rows.column("sets"),
+        }
+    )
+    too_long = rows.column("too_long").to_numpy(zero_copy_only=False).astype(bool)
+    repaired = rows.column("repaired").to_numpy(zero_copy_only=False).astype(bool)
+    # The reasons in prepare's order: the long-document note, then the repair.
+    if too_long.any():
+        view = add_reason(view, too_long, LONG_REASON.format(MAX_NEAR_CHARS))
+    return add_reason(view, repaired, REPAIRED_REASON)
+
+
+def run_spark_batch(
+    rows: pa.Table,
+    batch_id: str,
+    config: DedupConfig,
+    registry: Registry,
+    prepare_seconds: float = 0.0,
+    on_layer: Callable[[LayerStats], None] | None = None,
+    spark_stats: dict | None = None,
+) -> BatchResult:
+    """The driver's part for one batch: the layers over the executors' fingerprints, the
+    commit, the decisions. ``BatchResult.kept`` holds the kept doc_ids (the rows are Spark's to write)."""
+    started = time.perf_counter()
+    started_at = datetime.now(UTC).isoformat()
+    ctx = LayerContext(batch_id, config, registry)
+    registry.begin(batch_id)
+    view = _prepared(rows, f"batch {batch_id}")
+    prep_stats = LayerStats("prepare", view.num_rows, 0, prepare_seconds, {"engine": "spark", **(spark_stats or {})})
+    if on_layer:
+        on_layer(prep_stats)
+    layers = {"simhash": SparkSimHashLayer, "minhash": SparkMinHashLayer}
+    survivors, drops, stats = view, [], []
+    for name in ALL_LAYERS:
+        if not config.layer_enabled(name):
+            continue
+        layer = layers.get(name, LAYER_CLASSES[name])(config)
+        out = layer.run(survivors, ctx)
+        survivors = out.survivors
+        drops.append(out.drops)
+        stats.append(out.stats)
+        if on_layer:
+            on_layer(out.stats)
+    t0 = time.perf_counter()
+    survivors = survivors.drop_columns([c for c in ENGINE_COLUMNS if c in survivors.column_names])
+    survivors, conflict_drops = commit(survivors, ctx)
+    commit_stats = LayerStats("commit", survivors.num_rows + conflict_drops.num_rows, conflict_drops.num_rows, time.perf_counter() - t0)
+    if on_layer:
+        on_layer(commit_stats)
+    inputs = view.select(["doc_id"])
+    kept, decisions = assemble(inputs, survivors, [*drops, conflict_drops], ctx)
+    summary = BatchSummary(
+        batch_id=batch_id,
+        rows_in=view.num_rows,
+        kept=kept.num_rows,
+        dropped=view.num_rows - kept.num_rows,
+        layers=[prep_stats, *stats, commit_stats],
+        config_hash=config.config_hash,
+        seconds=prepare_seconds + time.perf_counter() - started,
+        commit_conflicts=conflict_drops.num_rows,
+        stale_batches=ctx.stale,
+        registry=type(registry).__name__,
+        started_at=started_at,
+        embedded=sum(int(s.extra.get("embedded", 0)) for s in stats),
+    )
+    return BatchResult(kept, decisions, summary)
+
+
+def run_batches(
+    spark: SparkSession,
+    batches: list[BatchPaths],
+    config: DedupConfig,
+    registry: Registry,
+    on_layer: Callable[[LayerStats], None] | None = None,
+    partitions: int | None = None,
+) -> list[BatchSummary]:
+    """Deduplicate ``batches`` (one hour, or an archive of many) in one Spark job and publish each.
+
+    The executors fingerprint every batch at once; the driver then runs the layers and the commit
+    batch by batch in batch_id order (oldest first), so each batch sees exactly the registry it
+    would have seen had the batches run one by one.
+    """
+    batches = sorted(batches, key=lambda p: p.batch_id)
+    if len({p.batch_id for p in batches}) != len(batches):
+        raise InputError("a batch is named twice")
+    if not batches:
+        return []
+    work = batches[0].root / "work" / f"spark-{uuid.uuid4().hex[:12]}"
+    try:
+        return _run(spark, batches, config, registry, work, on_layer, partitions)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(spark, batches, config, registry, work, on_layer, partitions) -> list[BatchSummary]:
+    from pyspark.sql import functions as F
+
+    fps = compute(spark, batches, config, work, partitions)
+    counts = {p.batch_id: len(input_files(p.input)) for p in batches}
+    text = read_batches(spark, batches)
+    summaries = []
+    total = None
+    for paths in batches:
+        rows = fps.rows(paths.batch_id)
+        if rows.num_rows == 0:
+            raise ContractError(f"batch {paths.batch_id}: {paths.input} ({counts[paths.batch_id]} files) has no rows")
+        if total is None:
+            total = max(1, sum(pq_rows(fps.rows_dir / f"batch_id={p.batch_id}") for p in batches))
+        share = fps.seconds * rows.num_rows / total  # the Spark stage's time, spread by rows
+        result = run_spark_batch(
+            rows,
+            paths.batch_id,
+            config,
+            registry,
+            share,
+            on_layer,
+            {"spark_seconds": round(fps.seconds, 2), "spark_partitions": fps.partitions, **{k: round(v, 2) for k, v in fps.timings.items()}},
+        )
+        kept_ids = spark.createDataFrame(result.kept.select(["doc_id"]).to_pandas())
+        deduped = (
+            text.where(F.col("batch_id") == paths.batch_id)
+            .join(F.broadcast(kept_ids), ["doc_id"], "left_semi")
+            .orderBy("fetched_at", "doc_id")
+            .drop("batch_id")
+        )
+        publish_spark(paths, result, deduped)
+        summaries.append(result.summary)
+    return summaries
+
+
+def pq_rows(folder: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in folder.glob("*.parquet")) if folder.exists() else 0
+
+
+def publish_spark(paths: BatchPaths, result: BatchResult, deduped: DataFrame) -> None:
+    """decisions/ from the driver, deduped/ from Spark, each written to a temporary directory then renamed."""
+    write_parquet_dir(result.decisions, paths.decisions)
+
+    def fill(tmp: Path) -> None:
+        deduped.write.mode("overwrite").option("compression", "zstd").parquet(str(tmp))
+        for marker in tmp.glob("_SUCCESS"):
+            marker.unlink()
+        for crc in tmp.glob(".*.crc"):
+            crc.unlink()
+
+    replace_dir(paths.deduped, fill)
+    result.summary.outputs = {"deduped": str(paths.deduped), "decisions": str(paths.decisions), "summary": str(paths.summary)}
+    write_json({**result.summary.to_dict(), "engine": "spark"}, paths.summary)
+
