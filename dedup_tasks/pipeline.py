@@ -282,12 +282,16 @@ def run_layers(
     batch: pa.Table,
     ctx: LayerContext,
     on_layer: Callable[[LayerStats], None] | None = None,
+    layer_classes: dict | None = None,
 ) -> tuple[pa.Table, list[pa.Table], list[LayerStats]]:
+    """The enabled layers in cascade order; ``layer_classes`` replaces some layers' classes (another
+    engine's subclasses that read fingerprints it computed elsewhere)."""
+    classes = {**LAYER_CLASSES, **(layer_classes or {})}
     drops, stats = [], []
     for name in ALL_LAYERS:
         if not ctx.config.layer_enabled(name):
             continue
-        out = LAYER_CLASSES[name](ctx.config).run(batch, ctx)
+        out = classes[name](ctx.config).run(batch, ctx)
         batch = out.survivors
         drops.append(out.drops)
         stats.append(out.stats)
@@ -434,6 +438,22 @@ def run_batch(
     del prepared  # from here on the input columns and the layers' view are all that is held
     # Not bound to a name here: once the first layer has copied its survivors, the full view is freed.
     survivors, drops, stats = run_layers(handed_over.pop("view"), ctx, on_layer)
+    return finish_batch(inputs, survivors, drops, [prep_stats, *stats], ctx, started, started_at, on_layer)
+
+
+def finish_batch(
+    inputs: pa.Table,
+    survivors: pa.Table,
+    drops: list[pa.Table],
+    stats: list[LayerStats],
+    ctx: LayerContext,
+    started: float,
+    started_at: str,
+    on_layer: Callable[[LayerStats], None] | None = None,
+) -> BatchResult:
+    """Commit the survivors, assemble one decision per input row and the summary (both engines).
+
+    ``stats`` starts with the prepare step's; ``started`` is a ``perf_counter`` reading."""
     t0 = time.perf_counter()
     survivors, conflict_drops = commit(survivors, ctx)
     commit_stats = LayerStats("commit", survivors.num_rows + conflict_drops.num_rows, conflict_drops.num_rows, time.perf_counter() - t0)
@@ -441,16 +461,16 @@ def run_batch(
         on_layer(commit_stats)
     kept, decisions = assemble(inputs, survivors, [*drops, conflict_drops], ctx)
     summary = BatchSummary(
-        batch_id=batch_id,
+        batch_id=ctx.batch_id,
         rows_in=inputs.num_rows,
         kept=kept.num_rows,
         dropped=inputs.num_rows - kept.num_rows,
-        layers=[prep_stats, *stats, commit_stats],
-        config_hash=config.config_hash,
+        layers=[*stats, commit_stats],
+        config_hash=ctx.config.config_hash,
         seconds=time.perf_counter() - started,
         commit_conflicts=conflict_drops.num_rows,
         stale_batches=ctx.stale,
-        registry=type(registry).__name__,
+        registry=type(ctx.registry).__name__,
         started_at=started_at,
         embedded=sum(int(s.extra.get("embedded", 0)) for s in stats),
     )

@@ -41,11 +41,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import dedup_tasks
-from dedup_tasks.config import ALL_LAYERS, DedupConfig
+from dedup_tasks.config import DedupConfig
 from dedup_tasks.contract import ContractError, check_rows, conform_schema, repair_text
 from dedup_tasks.fingerprint.minhash import MinHasher
 from dedup_tasks.io import BatchPaths, InputError, input_files, replace_dir, write_json, write_parquet_dir
-from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
+from dedup_tasks.layers import LayerContext, LayerStats
 from dedup_tasks.layers.base import REASON, add_reason
 from dedup_tasks.layers.minhash import MinHashLayer, minhash_rows
 from dedup_tasks.layers.simhash import SimHashLayer, simhash_rows
@@ -58,8 +58,8 @@ from dedup_tasks.pipeline import (
     _chunks,
     _pass_one,
     _pass_two_by_chunk,
-    assemble,
-    commit,
+    finish_batch,
+    run_layers,
 )
 from dedup_tasks.registry.base import Registry
 
@@ -393,40 +393,13 @@ def run_spark_batch(
     if on_layer:
         on_layer(prep_stats)
     layers = {"simhash": SparkSimHashLayer, "minhash": SparkMinHashLayer}
-    survivors, drops, stats = view, [], []
-    for name in ALL_LAYERS:
-        if not config.layer_enabled(name):
-            continue
-        layer = layers.get(name, LAYER_CLASSES[name])(config)
-        out = layer.run(survivors, ctx)
-        survivors = out.survivors
-        drops.append(out.drops)
-        stats.append(out.stats)
-        if on_layer:
-            on_layer(out.stats)
-    t0 = time.perf_counter()
+    survivors, drops, stats = run_layers(view, ctx, on_layer, layers)
     survivors = survivors.drop_columns([c for c in ENGINE_COLUMNS if c in survivors.column_names])
-    survivors, conflict_drops = commit(survivors, ctx)
-    commit_stats = LayerStats("commit", survivors.num_rows + conflict_drops.num_rows, conflict_drops.num_rows, time.perf_counter() - t0)
-    if on_layer:
-        on_layer(commit_stats)
-    inputs = view.select(["doc_id"])
-    kept, decisions = assemble(inputs, survivors, [*drops, conflict_drops], ctx)
-    summary = BatchSummary(
-        batch_id=batch_id,
-        rows_in=view.num_rows,
-        kept=kept.num_rows,
-        dropped=view.num_rows - kept.num_rows,
-        layers=[prep_stats, *stats, commit_stats],
-        config_hash=config.config_hash,
-        seconds=prepare_seconds + time.perf_counter() - started,
-        commit_conflicts=conflict_drops.num_rows,
-        stale_batches=ctx.stale,
-        registry=type(registry).__name__,
-        started_at=started_at,
-        embedded=sum(int(s.extra.get("embedded", 0)) for s in stats),
+    # The executors' prepare time counts too: it ran before this driver step started.
+    return finish_batch(
+        view.select(["doc_id"]), survivors, drops, [prep_stats, *stats], ctx, started - prepare_seconds, started_at,
+        on_layer,
     )
-    return BatchResult(kept, decisions, summary)
 
 
 def run_batches(

@@ -79,7 +79,7 @@ class Drops:
     score: np.ndarray
     # Per-drop wording of a layer that decides on more than its score (the near-copy verifier):
     # replaces the generic "<score> <op> <threshold>" part of the reason; the matched doc is appended.
-    detail: np.ndarray | None = None
+    detail: pa.Array | None = None
 
     @classmethod
     def none(cls) -> Drops:
@@ -208,7 +208,7 @@ SCORE_KINDS: dict[str | None, str] = {
 EXACT_THRESHOLD = 1.0
 
 
-def _fixed(values: np.ndarray, digits: int) -> pa.Array:
+def fixed_text(values: np.ndarray, digits: int) -> pa.Array:
     """``values`` as fixed-point strings with ``digits`` decimals ("0.80", "-0.125"), vectorized:
     integer arithmetic in numpy, the string work in Arrow; NaN becomes null."""
     values = np.asarray(values, float)
@@ -225,8 +225,10 @@ def _fixed(values: np.ndarray, digits: int) -> pa.Array:
     return pc.if_else(pa.array(nan), pa.scalar(None, pa.string()), pc.binary_join_element_wise(sign, text, ""))
 
 
-def _text(values: np.ndarray | None, n: int) -> pa.Array:
-    return pa.nulls(n, pa.string()) if values is None else pa.array(values, pa.string(), from_pandas=True)
+def _text(values: np.ndarray | pa.Array | None, n: int) -> pa.Array:
+    if values is None:
+        return pa.nulls(n, pa.string())
+    return values if isinstance(values, pa.Array) else pa.array(values, pa.string(), from_pandas=True)
 
 
 def drop_reasons(
@@ -236,7 +238,7 @@ def drop_reasons(
     matched_doc_id: np.ndarray | None,
     matched_batch_id: np.ndarray | None,
     model: str | None = None,
-    detail: np.ndarray | None = None,
+    detail: pa.Array | None = None,
 ) -> pa.Array:
     """Why each drop was dropped, in words: what matched, by how much, against which rule, and whom.
 
@@ -268,9 +270,9 @@ def drop_reasons(
         else:
             label, digits, op = {"simhash": ("SimHash distance ", 0, " <= "), "minhash": ("MinHash Jaccard ~", 2, " >= "),
                                  "semantic": ("cosine ", 3, " >= ")}.get(name, (f"{name} score ", 3, " vs "))
-            rule = pc.binary_join_element_wise(op, _fixed(thresholds, digits), "")
+            rule = pc.binary_join_element_wise(op, fixed_text(thresholds, digits), "")
             rule = pc.if_else(pa.array(np.isnan(thresholds)), "", rule)
-            text = pc.binary_join_element_wise(label, pc.fill_null(_fixed(score, digits), "?"), rule, target, "")
+            text = pc.binary_join_element_wise(label, pc.fill_null(fixed_text(score, digits), "?"), rule, target, "")
             if name == "semantic" and model:
                 text = pc.binary_join_element_wise(text, f" (model {model})", "")
         out = pc.if_else(pa.array(mask), text, out)

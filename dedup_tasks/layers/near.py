@@ -13,6 +13,7 @@ from dedup_tasks.layers.base import (
     NearText,
     column_np,
     first_match_per_query,
+    fixed_text,
     set_column,
     strings_np,
 )
@@ -110,18 +111,16 @@ def shingle_sets(
 
 
 def verified_reason(
-    layer_text: str | list[str], jaccard: np.ndarray, covers_newer: np.ndarray, covers_earlier: np.ndarray
-) -> np.ndarray:
+    layer_text: str | pa.Array, jaccard: np.ndarray, covers_newer: np.ndarray, covers_earlier: np.ndarray
+) -> pa.Array:
     """The reason of a verified near-duplicate drop (one per row), in one place for both layers:
-    "MinHash, J~0.62, covers 0.97 of newer / 0.95 of earlier (verified)"."""
-    texts = np.broadcast_to(np.asarray(layer_text, dtype=object), np.shape(jaccard))
-    return np.array(
-        [
-            f"{t}, J~{j:.2f}, covers {n:.2f} of newer / {o:.2f} of earlier (verified)"
-            for t, j, n, o in zip(texts, jaccard, covers_newer, covers_earlier, strict=True)
-        ],
-        dtype=object,
+    "MinHash, J~0.62, covers 0.97 of newer / 0.95 of earlier (verified)". Built with Arrow's string
+    kernels like ``drop_reasons``; a row without scores is null (the generic wording applies)."""
+    return pc.binary_join_element_wise(
+        layer_text, ", J~", fixed_text(jaccard, 2), ", covers ", fixed_text(covers_newer, 2), " of newer / ",
+        fixed_text(covers_earlier, 2), " of earlier (verified)", "",
     )
+
 
 class NearDupDecisions:
     """Drops and near misses of one near-duplicate layer, from the registry and from the batch.
@@ -175,7 +174,7 @@ class NearDupDecisions:
         )
 
     def finish(
-        self, batch: pa.Table, layer: str, higher_is_closer: bool, detail: np.ndarray | None = None
+        self, batch: pa.Table, layer: str, higher_is_closer: bool, detail: pa.Array | None = None
     ) -> tuple[pa.Table, Drops]:
         """Record each kept row's best near miss and return the layer's drops."""
         rows = np.concatenate([p[0] for p in self._near]) if self._near else np.empty(0, np.int64)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.candidates import stream_simhash, verify_pairs
@@ -19,6 +20,7 @@ from dedup_tasks.layers.base import (
     LayerContext,
     NearText,
     add_reason,
+    fixed_text,
     set_column,
     strings_np,
 )
@@ -111,7 +113,9 @@ class SimHashLayer(Layer):
         dropped = np.flatnonzero(decisions.drop)
         decisions.covers_newer[dropped], decisions.covers_earlier[dropped] = covers[1][dropped], covers[2][dropped]
         detail = verified_reason(
-            [f"SimHash distance {d:.0f} <= {cfg.simhash_max_distance}" for d in decisions.score[dropped]],
+            pc.binary_join_element_wise(
+                "SimHash distance ", fixed_text(decisions.score[dropped], 0), f" <= {cfg.simhash_max_distance}", ""
+            ),
             covers[0][dropped], covers[1][dropped], covers[2][dropped],
         )
         batch, drops = decisions.finish(batch, self.name, higher_is_closer=False, detail=detail)
