@@ -30,9 +30,12 @@ HOUR = "2026-12-01T00"
 NUM_PERM, BANDS, ROWS = 128, 21, 6
 
 
-def hour_fingerprints(n: int, seed: int) -> Fingerprints:
+def hour_fingerprints(
+    n: int, seed: int, num_perm: int = NUM_PERM, bands: int = BANDS, rows: int = ROWS
+) -> Fingerprints:
+    """Random fingerprints of an ``n``-document hour (distinct per seed); also the row-3 fault test's."""
     rng = np.random.default_rng(seed)
-    sig = rng.integers(0, 2**32, (n, NUM_PERM), dtype=np.uint64).astype(np.uint32)
+    sig = rng.integers(0, 2**32, (n, num_perm), dtype=np.uint64).astype(np.uint32)
     return Fingerprints(
         doc_id=np.array([f"doc-{seed}-{i}" for i in range(n)], dtype=object),
         url_key=rng.integers(1, 2**63, n, dtype=np.uint64),
@@ -42,7 +45,7 @@ def hour_fingerprints(n: int, seed: int) -> Fingerprints:
         has_simhash=rng.random(n) < 0.9,
         minhash=sig,
         has_minhash=np.ones(n, bool),
-        minhash_bands=MinHasher(NUM_PERM, 1, BANDS, ROWS).band_keys(sig),
+        minhash_bands=MinHasher(num_perm, 1, bands, rows).band_keys(sig),
     )
 
 

@@ -4,9 +4,9 @@ planned on real row counts. Timing is measured in bench (``python -m bench rerun
 
 from __future__ import annotations
 
-import numpy as np
 import psycopg2
 
+from bench.rerun_commit import hour_fingerprints
 from dedup_tasks.registry.base import Fingerprints
 from dedup_tasks.registry.postgres import TABLES
 
@@ -15,19 +15,7 @@ BANDS = 8
 
 
 def fingerprints(n: int, seed: int) -> Fingerprints:
-    rng = np.random.default_rng(seed)
-    sig = rng.integers(0, 2**32, (n, 32), dtype=np.uint64).astype(np.uint32)
-    return Fingerprints(
-        doc_id=np.array([f"d{seed}-{i}" for i in range(n)], dtype=object),
-        url_key=rng.integers(1, 2**63, n, dtype=np.uint64),
-        has_url=np.ones(n, bool),
-        content_hash=rng.integers(0, 2**63, (n, 2), dtype=np.uint64),
-        simhash=rng.integers(0, 2**63, n, dtype=np.uint64),
-        has_simhash=np.ones(n, bool),
-        minhash=sig,
-        has_minhash=np.ones(n, bool),
-        minhash_bands=rng.integers(0, 2**63, (n, BANDS), dtype=np.uint64),
-    )
+    return hour_fingerprints(n, seed, num_perm=32, bands=BANDS, rows=32 // BANDS)
 
 
 def analyzed(dsn: str, schema: str) -> dict[str, tuple]:
