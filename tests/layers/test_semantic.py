@@ -9,14 +9,12 @@ import pyarrow as pa
 import pytest
 
 from dedup_tasks.config import DedupConfig
-from dedup_tasks.embed.embedders import register_embedder
 from dedup_tasks.io import BatchPaths, write_parquet_dir
 from dedup_tasks.layers import semantic as semantic_module
 from dedup_tasks.layers.base import LayerContext
 from dedup_tasks.layers.semantic import SemanticLayer
 from dedup_tasks.registry.base import MemoryRegistry
 from dedup_tasks.registry.embeddings import MemoryEmbeddingStore, store_for
-from tests.embed.fakes import FakeEmbedder
 
 B0, B1 = "2026-12-01T00", "2026-12-01T01"
 
@@ -53,14 +51,6 @@ def table(rows: list[dict], langs: list[str] | None = None) -> pa.Table:
             cols[f"_suspect_{layer}_score"].append(cand[2] if cand else float("nan"))
     types = {k: pa.float64() if k.endswith("_score") else pa.string() for k in cols}
     return pa.table({k: pa.array(v, types[k]) for k, v in cols.items()})
-
-
-@pytest.fixture
-def fake():
-    embedder = FakeEmbedder()
-    register_embedder("fake", embedder)
-    yield embedder
-    register_embedder("fake", None)
 
 
 def run(batch: pa.Table, batch_id: str, registry, root: Path | str = "./data", **cfg):

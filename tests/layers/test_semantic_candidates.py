@@ -9,14 +9,13 @@ import pyarrow as pa
 import pytest
 
 from dedup_tasks.config import DedupConfig
-from dedup_tasks.embed.embedders import register_embedder, resolve_device
+from dedup_tasks.embed.embedders import resolve_device
 from dedup_tasks.embed.sketch import SKETCH_DIM, SKETCH_MODEL_ID, story_sketches
 from dedup_tasks.layers.base import LayerContext
 from dedup_tasks.layers.semantic import SemanticLayer
 from dedup_tasks.pipeline import prepare
 from dedup_tasks.registry.base import MemoryRegistry
 from dedup_tasks.registry.embeddings import store_for
-from tests.embed.fakes import FakeEmbedder
 
 B0, B1 = "2026-12-01T00", "2026-12-01T01"
 
@@ -59,14 +58,6 @@ def batch_of(texts: list[str], prefix: str, hour: int = 0) -> pa.Table:
         "site": [f"site{i}.{prefix}.example" for i in range(n)],
     })
     return prepare(raw, DedupConfig())
-
-
-@pytest.fixture
-def fake():
-    embedder = FakeEmbedder()
-    register_embedder("fake", embedder)
-    yield embedder
-    register_embedder("fake", None)
 
 
 def config(**kw) -> DedupConfig:
