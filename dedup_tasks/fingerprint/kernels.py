@@ -241,7 +241,7 @@ def _shingle_hashes_into(cp, doc_starts, doc_ends, modes, n_words, n_chars, out_
 def minhash_signatures(hashes32, offsets, perm_a, perm_b):
     """datasketch 'affine32' MinHash of 32-bit shingle hashes: fmix32, a*h+b mod 2^32, min."""
     sig = np.full((len(offsets) - 1, len(perm_a)), np.uint32(0xFFFFFFFF), np.uint32)
-    _minhash_into(hashes32, offsets, perm_a, perm_b, sig)
+    _minhash_into(hashes32, offsets, np.asarray(perm_a, np.uint32), np.asarray(perm_b, np.uint32), sig)
     return sig
 
 
@@ -249,18 +249,31 @@ def minhash_signatures(hashes32, offsets, perm_a, perm_b):
 def _minhash_into(hashes32, offsets, perm_a, perm_b, sig):
     n_docs = len(offsets) - 1
     num_perm = len(perm_a)
-    perm_a64 = perm_a.astype(np.uint64)
-    perm_b64 = perm_b.astype(np.uint64)
     for d in prange(n_docs):
         row = sig[d]
-        for s in range(offsets[d], offsets[d + 1]):
-            hv = np.uint64(fmix32(hashes32[s]))
-            # Branch-free minimum over 32-bit products: LLVM vectorizes it (a 32x32->64 multiply per
-            # lane), where a compare-and-store per permutation does not (char 5-grams made English
-            # documents' shingle sets ~5x larger, so this loop is most of L3).
+        s = offsets[d]
+        end = offsets[d + 1]
+        # uint32 operands (numba widens the product to 64 bits, the uint32 cast narrows it back) let
+        # LLVM use 8-lane 32-bit multiplies (vpmulld) instead of 4-lane 64-bit ones; four shingles
+        # per pass over the permutations load and store the row once for four minima. Same values
+        # as a*h+b mod 2^32 one shingle at a time: 3x faster on the bench hour.
+        while s + 4 <= end:
+            h0 = fmix32(hashes32[s])
+            h1 = fmix32(hashes32[s + 1])
+            h2 = fmix32(hashes32[s + 2])
+            h3 = fmix32(hashes32[s + 3])
             for k in range(num_perm):
-                v = np.uint32((perm_a64[k] * hv + perm_b64[k]) & np.uint64(0xFFFFFFFF))
-                row[k] = min(row[k], v)
+                a = perm_a[k]
+                b = perm_b[k]
+                v01 = min(np.uint32(a * h0 + b), np.uint32(a * h1 + b))
+                v23 = min(np.uint32(a * h2 + b), np.uint32(a * h3 + b))
+                row[k] = min(row[k], min(v01, v23))
+            s += 4
+        while s < end:
+            hv = fmix32(hashes32[s])
+            for k in range(num_perm):
+                row[k] = min(row[k], np.uint32(perm_a[k] * hv + perm_b[k]))
+            s += 1
 
 
 @njit(parallel=True, nogil=True, cache=True)
