@@ -5,16 +5,28 @@ hour it was the largest single cost of the cascade. Almost every character of re
 its own, independent of its neighbours: a starter that nothing composes with, mapped to the
 characters NFKC and then simple lower-casing give it (full-width letters to ASCII, the ideographic
 space to a space, ``…`` to ``...``). Those go through a lookup table built from Arrow's own
-functions at import, so the table cannot drift from the reference. A document holding any other
+functions, so the table cannot drift from the reference. A document holding any other
 character (combining marks, Hangul jamo, half-width kana with voicing marks, and the few starters
 that compose with a preceding character) is folded by Arrow itself. ``fold_codepoints(values)``
 therefore always equals ``codepoints(nfkc_lower(values))``.
+
+Building the table takes ~0.5 CPU-s (Arrow over every code point, unicodedata's decompositions), a
+quarter of a whole CLI run's CPU. ``make install`` (``dedup_tasks.warmup``) builds it once and saves it
+beside the numba cache, named by everything it is computed from (this file, the Unicode database,
+pyarrow's version); a process loads that file in a millisecond, and builds and saves it itself when
+it is missing or unreadable.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
+import sys
 import unicodedata
+import uuid
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -63,15 +75,64 @@ def _fold_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return offsets, data, free
 
 
-@functools.cache
-def _tables() -> tuple[np.ndarray, ...]:
-    """Built on first use (~0.2 s), not at import."""
+def _built_tables() -> tuple[np.ndarray, ...]:
     offsets, data, free = _fold_table()
     # The common case in one load: the folded character when a free character folds to exactly one.
     single = np.full(_TABLE_SIZE, 0xFFFFFFFF, np.uint32)
     one = free & (np.diff(offsets) == 1)
     single[one] = data[offsets[:-1][one]]
-    return single, offsets, data, free, np.array(_IDEOGRAPHS_HIGH, np.int64)
+    return single, offsets, data, free
+
+
+_TABLE_NAMES = ("single", "offsets", "data", "free")
+
+
+def table_path() -> Path:
+    """Where the built table is kept: ``__pycache__`` beside this file (as numba's cache), named by
+    its inputs, so a new pyarrow, Python or edit of this file builds a new one."""
+    key = hashlib.blake2b(Path(__file__).read_bytes(), digest_size=8)
+    key.update(f"{unicodedata.unidata_version}|{pa.__version__}|{sys.version_info[:2]}".encode())
+    return Path(__file__).parent / "__pycache__" / f"fold-table-{key.hexdigest()}.npz"
+
+
+def _load_tables(path: Path) -> tuple[np.ndarray, ...] | None:
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            arrays = tuple(saved[name] for name in _TABLE_NAMES)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return None
+    single, offsets, data, free = arrays
+    sane = (
+        single.dtype == np.uint32 and single.shape == (_TABLE_SIZE,) and offsets.dtype == np.int64
+        and offsets.shape == (_TABLE_SIZE + 1,) and data.dtype == np.uint32 and len(data) == offsets[-1]
+        and free.dtype == np.bool_ and free.shape == (_TABLE_SIZE,)
+    )  # fmt: skip
+    return arrays if sane else None
+
+
+def save_tables(path: Path, tables: tuple[np.ndarray, ...]) -> bool:
+    """Write the table to ``path`` (a temporary name, then a rename); False where it cannot be written."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **dict(zip(_TABLE_NAMES, tables, strict=True)))
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        return False
+
+
+@functools.cache
+def _tables() -> tuple[np.ndarray, ...]:
+    """Loaded from ``table_path()`` on first use, or built (and saved there for the next process)."""
+    path = table_path()
+    tables = _load_tables(path)
+    if tables is None:
+        tables = _built_tables()
+        save_tables(path, tables)
+    return (*tables, np.array(_IDEOGRAPHS_HIGH, np.int64))
 
 
 @njit(inline="always", cache=True)

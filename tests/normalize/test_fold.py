@@ -176,3 +176,26 @@ def test_fold_with_a_scratch_buffer_equals_without():
     _same(fold_codepoints(values.chunk(0).slice(1), scratch), fold_codepoints(values.chunk(0).slice(1)))
     with pytest.raises(ValueError, match="scratch"):
         fold_codepoints(values, np.empty(need - 1, np.uint32))
+
+
+def test_saved_fold_table_equals_a_fresh_build_and_a_bad_file_is_rebuilt(tmp_path, monkeypatch):
+    from dedup_tasks.normalize import fold
+
+    built = fold._built_tables()
+    path = tmp_path / "__pycache__" / "fold-table.npz"
+    assert fold.save_tables(path, built)
+    loaded = fold._load_tables(path)
+    assert loaded is not None
+    for a, b in zip(loaded, built, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+    # A truncated or foreign file is not used: the process builds the table and saves it again.
+    path.write_bytes(path.read_bytes()[:1000])
+    assert fold._load_tables(path) is None
+    monkeypatch.setattr(fold, "table_path", lambda: path)
+    fold._tables.cache_clear()
+    try:
+        tables = fold._tables()
+        assert np.array_equal(tables[0], built[0]) and fold._load_tables(path) is not None
+    finally:
+        fold._tables.cache_clear()
