@@ -316,9 +316,9 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
 
     # The product's process setting (the CLI and the Airflow tasks make it too).
-    from dedup_tasks.runtime import use_shared_allocator
+    from dedup_tasks.runtime import process_settings
 
-    use_shared_allocator()
+    process_settings()
     if args.command == "_throughput_child":
         print(json.dumps(throughput_child(args.docs, args.seed, args.repeats)))
         return 0

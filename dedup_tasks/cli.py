@@ -13,7 +13,7 @@ from dedup_tasks.contract import ContractError
 from dedup_tasks.io import BatchPaths, InputError, OutputError, parse_batch_id
 from dedup_tasks.layers import LayerStats
 from dedup_tasks.registry.base import MemoryRegistry, Registry
-from dedup_tasks.runtime import use_shared_allocator
+from dedup_tasks.runtime import process_settings
 
 
 def _parse_set(values: list[str]) -> dict[str, str]:
@@ -194,7 +194,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    use_shared_allocator()
+    process_settings()
     try:
         if args.command == "run":
             return cmd_run(args)

@@ -35,3 +35,26 @@ def test_the_cli_sets_it(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "system"
+
+
+PROCESS_PROBE = """
+import os, sys
+from dedup_tasks.runtime import process_settings
+process_settings()
+import numpy as np
+from dedup_tasks.fingerprint import kernels
+kernels.band_keys(np.zeros((2, 6), np.uint32), 2, 3)
+print(os.environ["OMP_WAIT_POLICY"], "scipy.linalg" in sys.modules)
+import scipy.linalg.cython_blas
+print("importable")
+"""
+
+
+@pytest.mark.parametrize("policy", [None, "ACTIVE"])
+def test_process_settings_quiet_thread_pools_and_skip_the_blas_probe(policy):
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if policy:
+        env["OMP_WAIT_POLICY"] = policy
+    out = subprocess.run([sys.executable, "-c", PROCESS_PROBE], env=env, capture_output=True, text=True, check=True).stdout.split()
+    # A parallel kernel ran without numba importing scipy.linalg, which others can still import.
+    assert out == [policy or "PASSIVE", "False", "importable"]

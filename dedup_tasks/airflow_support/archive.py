@@ -27,9 +27,9 @@ def run_archive(params: Mapping[str, Any]) -> dict:
     from dedup_tasks.cli import batch_range
     from dedup_tasks.engines.spark import run_batches, spark_session
     from dedup_tasks.registry.connect import open_registry
-    from dedup_tasks.runtime import use_shared_allocator
+    from dedup_tasks.runtime import process_settings
 
-    use_shared_allocator()
+    process_settings()
     config = config_from_params(params)
     root = Path(config.root).resolve()
     os.environ.setdefault("DEDUP_ROOT", str(root))

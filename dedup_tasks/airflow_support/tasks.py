@@ -91,10 +91,10 @@ def _registry(config: DedupConfig, step: str) -> Iterator[Any]:
 
 def run_step(step: str, context: Mapping[str, Any]) -> dict:
     """Run one cascade step for the run's data interval; returns paths and counts for XCom."""
-    from dedup_tasks.runtime import use_shared_allocator
+    from dedup_tasks.runtime import process_settings
     from dedup_tasks.steps import run_step as run
 
-    use_shared_allocator()
+    process_settings()
     config = config_from_params(context.get("params") or {})
     paths = BatchPaths(Path(config.root).resolve(), batch_id_of(context))
     os.environ.setdefault("DEDUP_ROOT", str(paths.root))

@@ -118,10 +118,13 @@ def save_tables(path: Path, tables: tuple[np.ndarray, ...]) -> bool:
         with open(tmp, "wb") as fh:
             np.savez(fh, **dict(zip(_TABLE_NAMES, tables, strict=True)))
         os.replace(tmp, path)
-        return True
     except OSError:
         tmp.unlink(missing_ok=True)
         return False
+    for stale in path.parent.glob("fold-table-*.npz"):  # built from an earlier fold.py or pyarrow
+        if stale != path:
+            stale.unlink(missing_ok=True)
+    return True
 
 
 @functools.cache
