@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -228,14 +229,88 @@ def throughput_child(docs: int, seed: int, repeats: int = THROUGHPUT_REPEATS) ->
     }
 
 
+# ---- whole processes: what a user times ----------------------------------------------------------
+
+WHOLE_PROCESS_PEERS = ("rensa_lsh", "datasketch_lsh")
+
+
+def _child_seconds(cmd: list[str]) -> dict:
+    """Wall and CPU seconds (user + sys, its threads and children included) of one process."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    user, sys_ = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+    return {"wall_seconds": wall, "cpu_seconds": user + sys_, "user_seconds": user, "sys_seconds": sys_, "load_average_1m": load}
+
+
+def _median_runs(runs: list[dict]) -> dict:
+    import statistics
+
+    return {
+        "runs": runs,
+        "median_wall_seconds": statistics.median(r["wall_seconds"] for r in runs),
+        "median_cpu_seconds": statistics.median(r["cpu_seconds"] for r in runs),
+    }
+
+
+def whole_processes(docs: int, seed: int, processes: int, peers: list[str]) -> dict:
+    """``python -m dedup_tasks run`` on the hour as a user runs it (start, imports, read, cascade with
+    its verifier, write; layers url,exact,simhash,minhash, in-batch: ``--no-registry``), then each
+    peer the same way (``_peer_process``: start, read the same Parquet, dedup, write its decisions)."""
+    import shutil
+
+    from bench.peers import available_peers
+    from dedup_tasks.io import BatchPaths
+
+    root = crawl(docs, 1, seed)
+    source = BatchPaths(root, hour_ids(root)[0]).input
+    out = WORK / f"whole-process-{docs}"
+    ours = []
+    for _ in range(processes):
+        shutil.rmtree(out, ignore_errors=True)
+        ours.append(_child_seconds([
+            sys.executable, "-m", "dedup_tasks", "run", "--input", str(source), "--out", str(out),
+            "--layers", ",".join(CASCADE_LAYERS), "--no-registry", "--no-progress",
+        ]))  # fmt: skip
+    result = {"command": f"python -m dedup_tasks run --input HOUR --out DIR --layers {','.join(CASCADE_LAYERS)} --no-registry", "crawl-dedup": _median_runs(ours)}
+    ready = set(available_peers())
+    for name in peers:
+        if name not in ready:
+            result[name] = {"skipped": "not installed (make bench)"}
+            continue
+        runs = [_child_seconds([sys.executable, "-m", "bench", "_peer_process", name, str(source), str(out / f"{name}.parquet")]) for _ in range(min(processes, 3))]
+        result[name] = _median_runs(runs)
+        result[name]["cpu_ratio_peer_over_ours"] = result[name]["median_cpu_seconds"] / result["crawl-dedup"]["median_cpu_seconds"]
+    shutil.rmtree(out, ignore_errors=True)
+    return result
+
+
+def peer_process(name: str, source: Path, out: Path) -> None:
+    """One peer as a whole process: read the hour, order it like the product, dedup, write."""
+    from bench.peers import run_peer
+    from dedup_tasks.io import read_input
+
+    docs = read_input(source)[0].to_pandas().sort_values(["fetched_at", "doc_id"], kind="stable")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    run_peer(name, docs).to_parquet(out)
+
+
 # Fresh processes per size: this VM's first-run timings spread +-20%, so the median of several is
 # reported, with the range. Large hours run once: they measure memory more than speed.
 THROUGHPUT_PROCESSES = 5
 
 
-def cmd_throughput(sizes: list[int], seed: int, processes: int = THROUGHPUT_PROCESSES) -> dict:
+def cmd_throughput(
+    sizes: list[int], seed: int, processes: int = THROUGHPUT_PROCESSES, peers: tuple[str, ...] | list[str] = WHOLE_PROCESS_PEERS
+) -> dict:
     import statistics
 
+    load_at_start = os.getloadavg()
     runs = []
     for docs in sizes:
         crawl(docs, 1, seed)  # generate outside the measured processes
@@ -263,6 +338,8 @@ def cmd_throughput(sizes: list[int], seed: int, processes: int = THROUGHPUT_PROC
                 "peak_rss_mib": max(c["peak_rss_mib"] for c in children),
             }
         )
+        if small:
+            runs[-1]["whole_process"] = whole_processes(docs, seed, processes, list(peers))
     lines = [
         f"{'docs':>8}{'procs':>6}{'first run (median, min-max)':>32}{'steady':>10}{'end-to-end':>12}{'peak RSS MiB':>14}"
     ]
@@ -274,9 +351,14 @@ def cmd_throughput(sizes: list[int], seed: int, processes: int = THROUGHPUT_PROC
         )
         lines.append("    first:  " + "  ".join(f"{k} {v['docs_per_s'] or 0:,.0f}/s" for k, v in r["layers"].items()))
         lines.append("    steady: " + "  ".join(f"{k} {v['docs_per_s'] or 0:,.0f}/s" for k, v in r["steady_layers"].items()))
+        for name, w in r.get("whole_process", {}).items():
+            if isinstance(w, dict) and "median_cpu_seconds" in w:
+                ratio = f"  (CPU {w['cpu_ratio_peer_over_ours']:.2f}x ours)" if "cpu_ratio_peer_over_ours" in w else ""
+                lines.append(f"    whole process, {name}: {w['median_wall_seconds']:.2f} s wall, {w['median_cpu_seconds']:.2f} CPU-s (median of {len(w['runs'])}){ratio}")
+    lines.append(f"load average at start {load_at_start[0]:.2f}, at end {os.getloadavg()[0]:.2f}")
     table = "\n".join(lines)
     print(table)
-    data = {"runs": runs, "table": table, "layers": list(CASCADE_LAYERS)}
+    data = {"runs": runs, "table": table, "layers": list(CASCADE_LAYERS), "load_average_start": load_at_start, "load_average_end": os.getloadavg()}
     write_result("throughput", data)
     return data
 
@@ -293,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--docs", type=int, nargs="+", default=[20_000])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--processes", type=int, default=THROUGHPUT_PROCESSES, help="fresh processes per size up to 50k docs")
+    p.add_argument("--peers", default=",".join(WHOLE_PROCESS_PEERS), help="peers timed as whole processes beside ours ('none': ours only)")
     p = sub.add_parser("registry", help="100k-doc batch against a registry of 10M documents (PostgreSQL)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p = sub.add_parser("rerun-commit", help="a 20k-doc hour's commit, then its rerun's commit (embedded and local server)")
@@ -303,6 +386,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p = sub.add_parser("spark", help="the Spark engine (local, 1 and 2 cores) beside the single-node cascade, 20k and 200k docs")
     p.add_argument("rest", nargs=argparse.REMAINDER)
+    p = sub.add_parser("_peer_process")
+    p.add_argument("name")
+    p.add_argument("source", type=Path)
+    p.add_argument("out", type=Path)
     p = sub.add_parser("_throughput_child")
     p.add_argument("docs", type=int)
     p.add_argument("seed", type=int)
@@ -319,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     from dedup_tasks.runtime import process_settings
 
     process_settings()
+    if args.command == "_peer_process":
+        peer_process(args.name, args.source, args.out)
+        return 0
     if args.command == "_throughput_child":
         print(json.dumps(throughput_child(args.docs, args.seed, args.repeats)))
         return 0
@@ -343,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return semantic_main(args.rest)
     if args.command == "throughput":
-        cmd_throughput(args.docs, args.seed, args.processes)
+        cmd_throughput(args.docs, args.seed, args.processes, [p for p in args.peers.split(",") if p and p != "none"])
         return 0
     # "--peers none": ours only.
     peers = [p for p in args.peers.split(",") if p != "none"] if args.peers else None
