@@ -198,12 +198,12 @@ def _powers(n):
     return out
 
 
-def shingle_hashes(cp, starts, ends, modes, n_words, n_chars, out_offsets):
+def shingle_hashes(cp, starts, ends, modes, n_words, n_chars, out_offsets, out=None):
     """The hash MinHash reads of every shingle of the documents ``cp[starts[d]:ends[d]]``: the top 32
     bits of its 64-bit span hash (``hashing.shingle_hash32``), each document's shingles contiguous at
-    out_offsets."""
+    out_offsets. ``out`` (``out_offsets[-1]`` uint32 values) receives them instead of a new array."""
     # Allocated by numpy (transparent huge pages), filled by the kernel.
-    out = np.empty(int(out_offsets[-1]), np.uint32)
+    out = np.empty(int(out_offsets[-1]), np.uint32) if out is None else out
     _shingle_hashes_into(cp, starts, ends, modes, n_words, n_chars, out_offsets, out)
     return out
 
