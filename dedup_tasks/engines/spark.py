@@ -50,6 +50,7 @@ from dedup_tasks.io import BatchPaths, InputError, input_files, replace_dir, wri
 from dedup_tasks.layers import LayerContext, LayerStats
 from dedup_tasks.layers.base import REASON, add_reason
 from dedup_tasks.layers.minhash import VERIFY_FLOOR, MinHashLayer, minhash_rows, verifier_of
+from dedup_tasks.layers.near import NEAR_LEN
 from dedup_tasks.layers.simhash import SimHashLayer, simhash_rows
 from dedup_tasks.pipeline import (
     LONG_REASON,
@@ -68,7 +69,7 @@ from dedup_tasks.registry.base import Registry
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-ENGINE_COLUMNS = ("_spark_simhash", "_spark_minhash", "_spark_shingles")
+ENGINE_COLUMNS = ("_spark_simhash", "_spark_minhash", "_spark_shingles", "_near_len")
 # What the driver reads of the executors' rows: everything but the shingle sets, which stay on disk
 # (read back only for the few rows with a registry MinHash hit).
 _DRIVER_COLUMNS = (
@@ -420,12 +421,14 @@ class SparkFingerprints:
     partitions: int
     timings: dict[str, float]  # seconds per Spark phase
 
-    def rows(self, batch_id: str) -> pa.Table:
-        """The batch's rows without their shingle sets."""
+    def rows(self, batch_id: str, text: bool = True) -> pa.Table:
+        """The batch's rows without their shingle sets; without the near-duplicate text unless ``text``
+        (L4 reads it; L1-L3 need only its length on the driver)."""
         import pyarrow.parquet as pq
 
         folder = self.rows_dir / f"batch_id={batch_id}"
-        return pq.read_table(folder, columns=list(_DRIVER_COLUMNS)) if folder.exists() else pa.table({"doc_id": pa.array([], pa.string())})
+        columns = [c for c in _DRIVER_COLUMNS if text or c != "near_text"]
+        return pq.read_table(folder, columns=columns) if folder.exists() else pa.table({"doc_id": pa.array([], pa.string())})
 
     def pairs(self, batch_id: str) -> pa.Table:
         import pyarrow.parquet as pq
@@ -632,7 +635,7 @@ def _prepared(rows: pa.Table, source: str) -> pa.Table:
             "_ch_hi": pa.array(_unsigned(rows.column("ch_hi")), pa.uint64()),
             "_ch_lo": pa.array(_unsigned(rows.column("ch_lo")), pa.uint64()),
             "_empty": pa.array(near_len == 0),
-            "_near_text": rows.column("near_text"),
+            **({"_near_text": rows.column("near_text")} if "near_text" in rows.column_names else {NEAR_LEN: pa.array(near_len)}),
             "_lang": rows.column("lang"),
             "_spark_simhash": pa.array(_unsigned(rows.column("simhash")), pa.uint64()),
             "_spark_minhash": rows.column("sig"),
@@ -667,7 +670,11 @@ def run_spark_batch(
     ctx = LayerContext(batch_id, config, registry)
     registry.begin(batch_id)
     view = _prepared(rows, f"batch {batch_id}")
-    prep_stats = LayerStats("prepare", view.num_rows, 0, prepare_seconds, {"engine": "spark", **(spark_stats or {})})
+    extra = {"engine": "spark", **(spark_stats or {})}
+    if pairs is not None:
+        # What the driver got instead of every document's shingle set.
+        extra["verified_pairs"] = pairs.num_rows
+    prep_stats = LayerStats("prepare", view.num_rows, 0, prepare_seconds, extra)
     if on_layer:
         on_layer(prep_stats)
     if pairs is None or sets is None:
@@ -720,7 +727,7 @@ def _run(spark, batches, config, registry, work, on_layer, partitions) -> list[B
     summaries = []
     total = None
     for paths in batches:
-        rows = fps.rows(paths.batch_id)
+        rows = fps.rows(paths.batch_id, text=config.layer_enabled("semantic"))
         if rows.num_rows == 0:
             raise ContractError(f"batch {paths.batch_id}: {paths.input} ({counts[paths.batch_id]} files) has no rows")
         if total is None:
