@@ -10,18 +10,26 @@ Where the work happens:
   functions.
 * **Spark SQL** counts template lines per (batch, site, line) (``normalize.text.template_lines``'s
   rule: a line in >= BOILERPLATE_MIN_DOCS documents of one site).
+* **Executors, candidate pairs** (``candidate_pairs``): each document's band keys (MinHash's
+  ``MinHasher.band_keys``; the four 16-bit SimHash bands) exploded and self-joined on
+  (batch, kind, band, key) into (newer, earlier) pairs in batch order, each pair once with its first
+  shared MinHash band (SimHash pairs beyond the layer's distance dropped in the join); screened in
+  the JVM on the signatures (MinHash's estimate) to the pairs either layer can act on; then both
+  documents' shingle sets joined on doc_id and the pair verified with ``candidates.verify_pairs``
+  (L3's verifier, the passage rule included).
 * **The driver** runs the layers themselves, batch by batch, oldest first: the URL and exact
-  layers, the registry lookups, and the SimHash and MinHash layers *unchanged* (their own in-batch
-  stream, the verifier on the exact shingle sets, the registry verification from signatures), fed
-  through the layers' ``fingerprints`` hook with the SimHashes, signatures and shingle sets the
-  executors computed; then L4 semantic over the survivors, the commit into the same registry, and
-  the decisions. So an archive gives the same decisions as running its hours one by one, and each
-  hour the same as the single-node engine. The in-batch candidate search and its verification are
-  *not* distributed: an earlier version resolved band-join pairs on the driver with a copy of the
-  old stream rule (``engines/pairs.py``), which the verifier of issue #17 left out of date; it was
-  removed. The driver holds per document its fingerprints, shingle set and near-duplicate text
-  (what SimHash's verification and L4 read), never the input columns: the deduplicated rows are
-  written by Spark (a semi-join of the input with the kept doc_ids).
+  layers, the registry lookups, the SimHash layer unchanged (its search over the executors'
+  SimHashes; its hits' verification read from the executors' verdicts through its
+  ``verify_matches`` hook) and the MinHash layer unchanged but for its ``in_batch`` hook, which
+  resolves the executors' verified pairs in batch order with the stream's rule
+  (``engines.pairs.resolve_pairs``: the earlier *kept* document wins); rows held to a plain Jaccard
+  (URL updates, short texts; they depend on L1's outcome) get the verifier's verdict for that here.
+  Then L4 semantic over the survivors, the commit into the same registry, and the decisions. So an
+  archive gives the same decisions as running its hours one by one, and each hour the same as the
+  single-node engine (tests/engines/test_spark.py). The driver holds per document its keys,
+  SimHash and signature, and the near-duplicate text only when L4 runs; never a shingle set (the
+  few rows with a registry MinHash hit read theirs back from the executors' rows) nor the input
+  columns: the deduplicated rows are written by Spark (a semi-join of the input with the kept doc_ids).
 """
 
 from __future__ import annotations
@@ -44,8 +52,7 @@ import dedup_tasks
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.contract import ContractError, check_rows, conform_schema, repair_text
 from dedup_tasks.fingerprint.candidates import verify_pairs
-from dedup_tasks.fingerprint.minhash import MinHasher, earlier_covered, estimated_jaccard
-from dedup_tasks.fingerprint.simhash import hamming
+from dedup_tasks.fingerprint.minhash import MinHasher, earlier_covered
 from dedup_tasks.io import BatchPaths, InputError, input_files, replace_dir, write_json, write_parquet_dir
 from dedup_tasks.layers import LayerContext, LayerStats
 from dedup_tasks.layers.base import REASON, add_reason
@@ -82,16 +89,21 @@ _ROWS_SCHEMA = (
     "batch_id string, doc_id string, fetched_us long, url_key long, url_valid boolean, url_reason string,"
     " ch_hi long, ch_lo long, repaired boolean, host string, lines array<long>"
 )
-_BANDS_SCHEMA = "batch_id string, doc_id string, fetched_us long, ch_hi long, ch_lo long, kind byte, band short, key long"
-_SCREENED_SCHEMA = "batch_id string, newer string, earlier string, mh_band short, est double, dist int"
+_BANDS_SCHEMA = (
+    "batch_id string, doc_id string, fetched_us long, ch_hi long, ch_lo long, simhash long, kind byte, band short, key long"
+)
 _VERDICTS_SCHEMA = (
     "batch_id string, newer string, earlier string, mh_band short, est double, dist int,"
     " ok boolean, jaccard double, covers_newer double, covers_earlier double"
 )
+_VERDICTS_ARROW = pa.schema(
+    [("newer", pa.string()), ("earlier", pa.string()), ("mh_band", pa.int16()), ("est", pa.float64()), ("dist", pa.int32()),
+     ("ok", pa.bool_()), ("jaccard", pa.float64()), ("covers_newer", pa.float64()), ("covers_earlier", pa.float64())]
+)  # fmt: skip
 SIMHASH_KIND, MINHASH_KIND = 0, 1
 _FP_SCHEMA = (
     "batch_id string, doc_id string, near_text string, lang string, near_len long, too_long boolean,"
-    " simhash long, sig binary, shingles long, sets binary"
+    " simhash long, sig binary, sig_words array<int>, shingles long, sets binary"
 )
 
 
@@ -226,6 +238,11 @@ def _fingerprints(table: pa.Table, templates: np.ndarray, config: DedupConfig, h
             "too_long": pa.array(np.asarray(too_long, bool)),
             "simhash": pa.array(_signed(sims), pa.int64()),
             "sig": sig_bytes,
+            # The same values as Spark SQL sees them (the same bits), for the candidate screen in the JVM.
+            "sig_words": pa.ListArray.from_arrays(
+                pa.array(np.arange(n + 1, dtype=np.int32) * hasher.num_perm),
+                pa.array(np.ascontiguousarray(sig, np.uint32).ravel().view(np.int32)),
+            ),
             "shingles": pa.array(np.asarray(counts, np.int64)),
             "sets": set_bytes,
         }
@@ -276,48 +293,12 @@ def _band_pass(config: DedupConfig) -> Callable[[Iterator[pa.RecordBatch]], Iter
                 take = pa.array(rows)
                 yield pa.RecordBatch.from_pydict(
                     {
-                        **{c: rb.column(c).take(take) for c in ("batch_id", "doc_id", "fetched_us", "ch_hi", "ch_lo")},
+                        **{c: rb.column(c).take(take) for c in ("batch_id", "doc_id", "fetched_us", "ch_hi", "ch_lo", "simhash")},
                         "kind": pa.array(np.full(len(rows), kind, np.int8)),
                         "band": pa.array(bands.astype(np.int16)),
                         "key": pa.array(_signed(keys), pa.int64()),
                     }
                 )
-
-    return run
-
-
-def _screen_pass(config: DedupConfig) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """Band-sharing pairs that can matter: MinHash candidates estimated at or above the lowest score
-    the layer acts on, SimHash pairs within the layer's distance."""
-    width = config.minhash_num_perm
-    floor = min(VERIFY_FLOOR, config.suspect_jaccard_min, config.minhash_threshold)
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for rb in batches:
-            n = rb.num_rows
-            if n == 0:
-                continue
-            sig_n, _ = _uint32_rows(rb.column("sig_n"))
-            sig_e, _ = _uint32_rows(rb.column("sig_e"))
-            est = estimated_jaccard(sig_n.reshape(n, width), sig_e.reshape(n, width))
-            dist = hamming(_unsigned(rb.column("sim_n")), _unsigned(rb.column("sim_e"))).astype(np.int64)
-            mh = rb.column("mh_band").is_valid().to_numpy(zero_copy_only=False) & (est >= floor)
-            sh = rb.column("sh").to_numpy(zero_copy_only=False).astype(bool) & (dist <= config.simhash_max_distance)
-            keep = np.flatnonzero(mh | sh)
-            if not len(keep):
-                continue
-            take = pa.array(keep)
-            band = pc.fill_null(rb.column("mh_band").take(take), -1)
-            yield pa.RecordBatch.from_pydict(
-                {
-                    "batch_id": rb.column("batch_id").take(take),
-                    "newer": rb.column("newer").take(take),
-                    "earlier": rb.column("earlier").take(take),
-                    "mh_band": pa.array(band.to_numpy(zero_copy_only=False), pa.int16(), mask=~mh[keep]),
-                    "est": pa.array(est[keep]),
-                    "dist": pa.array(dist[keep].astype(np.int32), mask=~sh[keep]),
-                }
-            )
 
     return run
 
@@ -384,7 +365,13 @@ def candidate_pairs(spark: SparkSession, rows_dir: Path, config: DedupConfig, ou
         # Of documents with one content hash at most one reaches L2/L3 (the exact layer keeps the
         # first of them): their pairs, a cluster's square, are never candidates.
         later = later & ~((F.col("a.ch_hi") == F.col("b.ch_hi")) & (F.col("a.ch_lo") == F.col("b.ch_lo")))
-    joined = a.join(b, [a.batch_id == b.batch_id, a.kind == b.kind, a.band == b.band, a.key == b.key]).where(later)
+    # A SimHash pair matters only within the layer's distance (its near misses up to
+    # suspect_hamming_max are the driver's search, which needs no sets): filtered in the join, the
+    # chance collisions of 16-bit bands, quadratic in the batch, never reach a shuffle.
+    close = (F.col("a.kind") == MINHASH_KIND) | (
+        F.bit_count(F.col("a.simhash").bitwiseXOR(F.col("b.simhash"))) <= config.simhash_max_distance
+    )
+    joined = a.join(b, [a.batch_id == b.batch_id, a.kind == b.kind, a.band == b.band, a.key == b.key]).where(later & close)
     pairs = joined.groupBy(F.col("a.batch_id").alias("batch_id"), F.col("a.doc_id").alias("newer"), F.col("b.doc_id").alias("earlier")).agg(
         F.min(F.when(F.col("a.kind") == MINHASH_KIND, F.col("a.band"))).alias("mh_band"),
         F.max(F.col("a.kind") == SIMHASH_KIND).alias("sh"),
@@ -393,11 +380,24 @@ def candidate_pairs(spark: SparkSession, rows_dir: Path, config: DedupConfig, ou
     def side(columns: dict[str, str], key: str):
         return docs.select(F.col("batch_id"), F.col("doc_id").alias(key), *[F.col(c).alias(alias) for c, alias in columns.items()])
 
+    # The screen runs in the JVM: a pair's estimate is MinHash's, the share of equal signature values
+    # (estimated_jaccard: equal counts over num_perm, the same double), its distance SimHash's.
+    width = config.minhash_num_perm
+    floor = min(VERIFY_FLOOR, config.suspect_jaccard_min, config.minhash_threshold)
+    equal = F.aggregate(F.zip_with("sw_n", "sw_e", lambda x, y: F.when(x == y, 1).otherwise(0)), F.lit(0), lambda acc, v: acc + v)
+    est = equal / F.lit(width)
+    dist = F.bit_count(F.col("sim_n").bitwiseXOR(F.col("sim_e")))
+    for_minhash = F.col("mh_band").isNotNull() & (F.col("est") >= floor)
+    for_simhash = F.col("sh") & (F.col("dist") <= config.simhash_max_distance)
     screened = (
-        pairs.join(side({"sig": "sig_n", "simhash": "sim_n"}, "newer"), ["batch_id", "newer"])
-        .join(side({"sig": "sig_e", "simhash": "sim_e"}, "earlier"), ["batch_id", "earlier"])
-        .select("batch_id", "newer", "earlier", "mh_band", "sh", "sig_n", "sig_e", "sim_n", "sim_e")
-        .mapInArrow(_screen_pass(config), _SCREENED_SCHEMA)
+        pairs.join(side({"sig_words": "sw_n", "simhash": "sim_n"}, "newer"), ["batch_id", "newer"])
+        .join(side({"sig_words": "sw_e", "simhash": "sim_e"}, "earlier"), ["batch_id", "earlier"])
+        .select("batch_id", "newer", "earlier", "mh_band", "sh", est.cast("double").alias("est"), dist.cast("int").alias("dist"))
+        .where(for_minhash | for_simhash)
+        .select(
+            "batch_id", "newer", "earlier", F.when(for_minhash, F.col("mh_band")).alias("mh_band"), "est",
+            F.when(for_simhash, F.col("dist")).alias("dist"),
+        )
     )
     verdicts = (
         screened.join(side({"sets": "sets_n"}, "newer"), ["batch_id", "newer"])
@@ -436,8 +436,7 @@ class SparkFingerprints:
         folder = self.pairs_dir / f"batch_id={batch_id}"
         if folder.exists():
             return pq.read_table(folder)
-        names = [f.split()[0] for f in _VERDICTS_SCHEMA.split(",")][1:]
-        return pa.table({n: pa.array([], pa.string()) for n in names})
+        return _VERDICTS_ARROW.empty_table()
 
     def sets(self, batch_id: str, doc_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The shingle sets (values, offsets) of ``doc_ids`` of a batch, in that order, read from the
