@@ -68,7 +68,9 @@ def child(engine: str, docs: int, seed: int, cores: int) -> dict:
         from dedup_tasks.engines.spark import run_batches, spark_session
 
         t0 = time.perf_counter()
-        spark = spark_session(f"local[{cores}]", "bench-spark", {"spark.driver.memory": "3g"})
+        spark = spark_session(
+            f"local[{cores}]", "bench-spark", {"spark.driver.memory": "3g", "spark.executorEnv.NUMBA_NUM_THREADS": "1"}
+        )
         out["session_start_s"] = time.perf_counter() - t0
         cpu0, t0 = _tree_cpu_seconds(os.getpid()), time.perf_counter()
         summary = run_batches(spark, [paths], config, MemoryRegistry(), partitions=max(2, 2 * cores))[0]
@@ -110,11 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     runs = [r for r in runs if r["docs"] not in args.docs]
     for docs in args.docs:
         crawl(docs, 1, args.seed)  # generated outside the measured processes
-        for engine, cores in [("local", 1), *[("spark", c) for c in args.cores]]:
+        for engine, cores in [*[("local", c) for c in args.cores], *[("spark", c) for c in args.cores]]:
             load_before = os.getloadavg()
+            # N cores means N for everything: the local engine's numba threads, Spark's task slots
+            # (each Python worker then runs its kernels on one thread), and the driver's kernels.
+            env = {**os.environ, "NUMBA_NUM_THREADS": str(cores)}
             proc = subprocess.run(
                 [sys.executable, "-m", "bench", "spark", "--seed", str(args.seed), "--child", engine, str(docs), str(cores)],
-                check=True, capture_output=True, text=True,
+                check=True, capture_output=True, text=True, env=env,
             )  # fmt: skip
             run = json.loads(proc.stdout.strip().splitlines()[-1])
             run["load_avg_1m_before_after"] = [round(load_before[0], 2), round(os.getloadavg()[0], 2)]

@@ -10,18 +10,26 @@ Where the work happens:
   functions.
 * **Spark SQL** counts template lines per (batch, site, line) (``normalize.text.template_lines``'s
   rule: a line in >= BOILERPLATE_MIN_DOCS documents of one site).
+* **Executors, candidate pairs** (``candidate_pairs``): each document's band keys (MinHash's
+  ``MinHasher.band_keys``; the four 16-bit SimHash bands) exploded and self-joined on
+  (batch, kind, band, key) into (newer, earlier) pairs in batch order, each pair once with its first
+  shared MinHash band (SimHash pairs beyond the layer's distance dropped in the join); screened in
+  the JVM on the signatures (MinHash's estimate) to the pairs either layer can act on; then both
+  documents' shingle sets joined on doc_id and the pair verified with ``candidates.verify_pairs``
+  (L3's verifier, the passage rule included).
 * **The driver** runs the layers themselves, batch by batch, oldest first: the URL and exact
-  layers, the registry lookups, and the SimHash and MinHash layers *unchanged* (their own in-batch
-  stream, the verifier on the exact shingle sets, the registry verification from signatures), fed
-  through the layers' ``fingerprints`` hook with the SimHashes, signatures and shingle sets the
-  executors computed; then L4 semantic over the survivors, the commit into the same registry, and
-  the decisions. So an archive gives the same decisions as running its hours one by one, and each
-  hour the same as the single-node engine. The in-batch candidate search and its verification are
-  *not* distributed: an earlier version resolved band-join pairs on the driver with a copy of the
-  old stream rule (``engines/pairs.py``), which the verifier of issue #17 left out of date; it was
-  removed. The driver holds per document its fingerprints, shingle set and near-duplicate text
-  (what SimHash's verification and L4 read), never the input columns: the deduplicated rows are
-  written by Spark (a semi-join of the input with the kept doc_ids).
+  layers, the registry lookups, the SimHash layer unchanged (its search over the executors'
+  SimHashes; its hits' verification read from the executors' verdicts through its
+  ``verify_matches`` hook) and the MinHash layer unchanged but for its ``in_batch`` hook, which
+  resolves the executors' verified pairs in batch order with the stream's rule
+  (``engines.pairs.resolve_pairs``: the earlier *kept* document wins); rows held to a plain Jaccard
+  (URL updates, short texts; they depend on L1's outcome) get the verifier's verdict for that here.
+  Then L4 semantic over the survivors, the commit into the same registry, and the decisions. So an
+  archive gives the same decisions as running its hours one by one, and each hour the same as the
+  single-node engine (tests/engines/test_spark.py). The driver holds per document its keys,
+  SimHash and signature, and the near-duplicate text only when L4 runs; never a shingle set (the
+  few rows with a registry MinHash hit read theirs back from the executors' rows) nor the input
+  columns: the deduplicated rows are written by Spark (a semi-join of the input with the kept doc_ids).
 """
 
 from __future__ import annotations
@@ -43,11 +51,13 @@ import pyarrow.compute as pc
 import dedup_tasks
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.contract import ContractError, check_rows, conform_schema, repair_text
-from dedup_tasks.fingerprint.minhash import MinHasher
+from dedup_tasks.fingerprint.candidates import verify_pairs
+from dedup_tasks.fingerprint.minhash import MinHasher, earlier_covered
 from dedup_tasks.io import BatchPaths, InputError, input_files, replace_dir, write_json, write_parquet_dir
 from dedup_tasks.layers import LayerContext, LayerStats
 from dedup_tasks.layers.base import REASON, add_reason
-from dedup_tasks.layers.minhash import MinHashLayer, minhash_rows
+from dedup_tasks.layers.minhash import VERIFY_FLOOR, MinHashLayer, minhash_rows, verifier_of
+from dedup_tasks.layers.near import NEAR_LEN
 from dedup_tasks.layers.simhash import SimHashLayer, simhash_rows
 from dedup_tasks.pipeline import (
     LONG_REASON,
@@ -66,16 +76,34 @@ from dedup_tasks.registry.base import Registry
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-ENGINE_COLUMNS = ("_spark_simhash", "_spark_minhash", "_spark_shingles", "_spark_sets")
+ENGINE_COLUMNS = ("_spark_simhash", "_spark_minhash", "_spark_shingles", "_near_len")
+# What the driver reads of the executors' rows: everything but the shingle sets, which stay on disk
+# (read back only for the few rows with a registry MinHash hit).
+_DRIVER_COLUMNS = (
+    "doc_id", "fetched_us", "url_key", "url_valid", "url_reason", "ch_hi", "ch_lo", "repaired", "near_text", "lang",
+    "near_len", "too_long", "simhash", "sig", "shingles",
+)  # fmt: skip
 
 # Spark has no unsigned integers: 64-bit keys and hashes travel as the int64 with the same bits.
 _ROWS_SCHEMA = (
     "batch_id string, doc_id string, fetched_us long, url_key long, url_valid boolean, url_reason string,"
     " ch_hi long, ch_lo long, repaired boolean, host string, lines array<long>"
 )
+_BANDS_SCHEMA = (
+    "batch_id string, doc_id string, fetched_us long, ch_hi long, ch_lo long, simhash long, kind byte, band short, key long"
+)
+_VERDICTS_SCHEMA = (
+    "batch_id string, newer string, earlier string, mh_band short, est double, dist int,"
+    " ok boolean, jaccard double, covers_newer double, covers_earlier double"
+)
+_VERDICTS_ARROW = pa.schema(
+    [("newer", pa.string()), ("earlier", pa.string()), ("mh_band", pa.int16()), ("est", pa.float64()), ("dist", pa.int32()),
+     ("ok", pa.bool_()), ("jaccard", pa.float64()), ("covers_newer", pa.float64()), ("covers_earlier", pa.float64())]
+)  # fmt: skip
+SIMHASH_KIND, MINHASH_KIND = 0, 1
 _FP_SCHEMA = (
     "batch_id string, doc_id string, near_text string, lang string, near_len long, too_long boolean,"
-    " simhash long, sig binary, shingles long, sets binary"
+    " simhash long, sig binary, sig_words array<int>, shingles long, sets binary"
 )
 
 
@@ -210,6 +238,11 @@ def _fingerprints(table: pa.Table, templates: np.ndarray, config: DedupConfig, h
             "too_long": pa.array(np.asarray(too_long, bool)),
             "simhash": pa.array(_signed(sims), pa.int64()),
             "sig": sig_bytes,
+            # The same values as Spark SQL sees them (the same bits), for the candidate screen in the JVM.
+            "sig_words": pa.ListArray.from_arrays(
+                pa.array(np.arange(n + 1, dtype=np.int32) * hasher.num_perm),
+                pa.array(np.ascontiguousarray(sig, np.uint32).ravel().view(np.int32)),
+            ),
             "shingles": pa.array(np.asarray(counts, np.int64)),
             "sets": set_bytes,
         }
@@ -226,6 +259,155 @@ def _uint32_rows(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return values, (offsets - offsets[0]) // 4
 
 
+# ---- executors: candidate pairs and their verification ----------------------------------------
+
+
+def _band_pass(config: DedupConfig) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """One row per (document, band): MinHash's LSH band keys (``MinHasher.band_keys``) of documents
+    with shingles, and the four 16-bit SimHash bands ``stream_simhash`` indexes of documents long
+    enough for SimHash (a pair within Hamming distance 3 shares one of them)."""
+    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
+    simhash_on = config.layer_enabled("simhash")
+    minhash_on = config.layer_enabled("minhash")
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for rb in batches:
+            n = rb.num_rows
+            if n == 0:
+                continue
+            parts: list[tuple[np.ndarray, int, np.ndarray, np.ndarray]] = []  # (rows, kind, bands, keys)
+            if minhash_on:
+                sig, _ = _uint32_rows(rb.column("sig"))
+                has = np.flatnonzero(rb.column("shingles").to_numpy() > 0)
+                keys = hasher.band_keys(sig.reshape(n, hasher.num_perm)[has])
+                parts.append((np.repeat(has, hasher.bands), MINHASH_KIND, np.tile(np.arange(hasher.bands), len(has)), keys.ravel()))
+            if simhash_on:
+                reliable = np.flatnonzero(rb.column("near_len").to_numpy() >= config.simhash_min_chars)
+                sims = _unsigned(rb.column("simhash"))[reliable]
+                shifts = np.arange(4, dtype=np.uint64) * np.uint64(16)
+                keys = (sims[:, None] >> shifts) & np.uint64(0xFFFF)
+                parts.append((np.repeat(reliable, 4), SIMHASH_KIND, np.tile(np.arange(4), len(reliable)), keys.ravel()))
+            for rows, kind, bands, keys in parts:
+                if not len(rows):
+                    continue
+                take = pa.array(rows)
+                yield pa.RecordBatch.from_pydict(
+                    {
+                        **{c: rb.column(c).take(take) for c in ("batch_id", "doc_id", "fetched_us", "ch_hi", "ch_lo", "simhash")},
+                        "kind": pa.array(np.full(len(rows), kind, np.int8)),
+                        "band": pa.array(bands.astype(np.int16)),
+                        "key": pa.array(_signed(keys), pa.int64()),
+                    }
+                )
+
+    return run
+
+
+def _verify_pass(config: DedupConfig) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``verify_pairs`` (L3's verifier, the passage rule included) on both documents' shingle sets.
+    Per-row strictness (URL updates, short texts) depends on L1's outcome, so it is applied on the
+    driver; the loose verdict and the scores here are what the verifier reads either way."""
+    verifier = verifier_of(config)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for rb in batches:
+            n = rb.num_rows
+            if n == 0:
+                continue
+            est = rb.column("est").to_numpy()
+            needed = (rb.column("mh_band").is_valid().to_numpy(zero_copy_only=False) & (est >= VERIFY_FLOOR)) | rb.column(
+                "dist"
+            ).is_valid().to_numpy(zero_copy_only=False)
+            rows = np.flatnonzero(needed)
+            ok = np.zeros(n, bool)
+            scores = [np.full(n, np.nan) for _ in range(3)]
+            if len(rows):
+                take = pa.array(rows)
+                a, a_off = _uint32_rows(rb.column("sets_n").take(take))
+                b, b_off = _uint32_rows(rb.column("sets_e").take(take))
+                hashes = np.concatenate([a, b])
+                offsets = np.concatenate([a_off, b_off[1:] + a_off[-1]])
+                got = verify_pairs(
+                    hashes, offsets, np.arange(len(rows)), np.arange(len(rows)) + len(rows), verifier, np.full(len(rows), np.nan)
+                )
+                ok[rows] = got[0]
+                for out, values in zip(scores, got[1:], strict=True):
+                    out[rows] = values
+            valid = ~needed
+            yield pa.RecordBatch.from_pydict(
+                {
+                    **{c: rb.column(c) for c in ("batch_id", "newer", "earlier", "mh_band", "est", "dist")},
+                    "ok": pa.array(ok, mask=valid),
+                    "jaccard": pa.array(scores[0], mask=valid),
+                    "covers_newer": pa.array(scores[1], mask=valid),
+                    "covers_earlier": pa.array(scores[2], mask=valid),
+                }
+            )
+
+    return run
+
+
+def candidate_pairs(spark: SparkSession, rows_dir: Path, config: DedupConfig, out: Path) -> None:
+    """In-batch candidate pairs by band-key joins, screened and verified on the executors, written
+    under ``out/batch_id=*/``: (newer, earlier) doc_ids in batch order with MinHash's first shared
+    band and estimate, the SimHash distance, and the verifier's loose verdict and scores."""
+    from pyspark.sql import functions as F
+
+    docs = spark.read.parquet(str(rows_dir))
+    bands = docs.select("batch_id", "doc_id", "fetched_us", "ch_hi", "ch_lo", "sig", "simhash", "shingles", "near_len").mapInArrow(
+        _band_pass(config), _BANDS_SCHEMA
+    )
+    a, b = bands.alias("a"), bands.alias("b")
+    later = (F.col("a.fetched_us") > F.col("b.fetched_us")) | (
+        (F.col("a.fetched_us") == F.col("b.fetched_us")) & (F.col("a.doc_id") > F.col("b.doc_id"))
+    )
+    if config.layer_enabled("exact"):
+        # Of documents with one content hash at most one reaches L2/L3 (the exact layer keeps the
+        # first of them): their pairs, a cluster's square, are never candidates.
+        later = later & ~((F.col("a.ch_hi") == F.col("b.ch_hi")) & (F.col("a.ch_lo") == F.col("b.ch_lo")))
+    # A SimHash pair matters only within the layer's distance (its near misses up to
+    # suspect_hamming_max are the driver's search, which needs no sets): filtered in the join, the
+    # chance collisions of 16-bit bands, quadratic in the batch, never reach a shuffle.
+    close = (F.col("a.kind") == MINHASH_KIND) | (
+        F.bit_count(F.col("a.simhash").bitwiseXOR(F.col("b.simhash"))) <= config.simhash_max_distance
+    )
+    joined = a.join(b, [a.batch_id == b.batch_id, a.kind == b.kind, a.band == b.band, a.key == b.key]).where(later & close)
+    pairs = joined.groupBy(F.col("a.batch_id").alias("batch_id"), F.col("a.doc_id").alias("newer"), F.col("b.doc_id").alias("earlier")).agg(
+        F.min(F.when(F.col("a.kind") == MINHASH_KIND, F.col("a.band"))).alias("mh_band"),
+        F.max(F.col("a.kind") == SIMHASH_KIND).alias("sh"),
+    )
+
+    def side(columns: dict[str, str], key: str):
+        return docs.select(F.col("batch_id"), F.col("doc_id").alias(key), *[F.col(c).alias(alias) for c, alias in columns.items()])
+
+    # The screen runs in the JVM: a pair's estimate is MinHash's, the share of equal signature values
+    # (estimated_jaccard: equal counts over num_perm, the same double), its distance SimHash's.
+    width = config.minhash_num_perm
+    floor = min(VERIFY_FLOOR, config.suspect_jaccard_min, config.minhash_threshold)
+    equal = F.aggregate(F.zip_with("sw_n", "sw_e", lambda x, y: F.when(x == y, 1).otherwise(0)), F.lit(0), lambda acc, v: acc + v)
+    est = equal / F.lit(width)
+    dist = F.bit_count(F.col("sim_n").bitwiseXOR(F.col("sim_e")))
+    for_minhash = F.col("mh_band").isNotNull() & (F.col("est") >= floor)
+    for_simhash = F.col("sh") & (F.col("dist") <= config.simhash_max_distance)
+    screened = (
+        pairs.join(side({"sig_words": "sw_n", "simhash": "sim_n"}, "newer"), ["batch_id", "newer"])
+        .join(side({"sig_words": "sw_e", "simhash": "sim_e"}, "earlier"), ["batch_id", "earlier"])
+        .select("batch_id", "newer", "earlier", "mh_band", "sh", est.cast("double").alias("est"), dist.cast("int").alias("dist"))
+        .where(for_minhash | for_simhash)
+        .select(
+            "batch_id", "newer", "earlier", F.when(for_minhash, F.col("mh_band")).alias("mh_band"), "est",
+            F.when(for_simhash, F.col("dist")).alias("dist"),
+        )
+    )
+    verdicts = (
+        screened.join(side({"sets": "sets_n"}, "newer"), ["batch_id", "newer"])
+        .join(side({"sets": "sets_e"}, "earlier"), ["batch_id", "earlier"])
+        .select("batch_id", "newer", "earlier", "mh_band", "est", "dist", "sets_n", "sets_e")
+        .mapInArrow(_verify_pass(config), _VERDICTS_SCHEMA)
+    )
+    verdicts.write.mode("overwrite").partitionBy("batch_id").parquet(str(out))
+
+
 # ---- the job ------------------------------------------------------------------------------------
 
 
@@ -234,15 +416,39 @@ class SparkFingerprints:
     """What the executors computed for a set of batches, collected on the driver."""
 
     rows_dir: Path  # batch_id=<id>/ per batch, one row per document: keys, fingerprints, shingle set, near-duplicate text
+    pairs_dir: Path  # batch_id=<id>/ per batch: the verified in-batch candidate pairs (candidate_pairs)
     seconds: float
     partitions: int
     timings: dict[str, float]  # seconds per Spark phase
 
-    def rows(self, batch_id: str) -> pa.Table:
+    def rows(self, batch_id: str, text: bool = True) -> pa.Table:
+        """The batch's rows without their shingle sets; without the near-duplicate text unless ``text``
+        (L4 reads it; L1-L3 need only its length on the driver)."""
         import pyarrow.parquet as pq
 
         folder = self.rows_dir / f"batch_id={batch_id}"
-        return pq.read_table(folder) if folder.exists() else pa.table({"doc_id": pa.array([], pa.string())})
+        columns = [c for c in _DRIVER_COLUMNS if text or c != "near_text"]
+        return pq.read_table(folder, columns=columns) if folder.exists() else pa.table({"doc_id": pa.array([], pa.string())})
+
+    def pairs(self, batch_id: str) -> pa.Table:
+        import pyarrow.parquet as pq
+
+        folder = self.pairs_dir / f"batch_id={batch_id}"
+        if folder.exists():
+            return pq.read_table(folder)
+        return _VERDICTS_ARROW.empty_table()
+
+    def sets(self, batch_id: str, doc_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The shingle sets (values, offsets) of ``doc_ids`` of a batch, in that order, read from the
+        executors' rows one row group at a time."""
+        import pyarrow.dataset as ds
+
+        wanted = pa.array(doc_ids, pa.string())
+        found = ds.dataset(self.rows_dir / f"batch_id={batch_id}").to_table(
+            columns=["doc_id", "sets"], filter=ds.field("doc_id").isin(wanted)
+        )
+        at = pc.index_in(wanted, found.column("doc_id")).to_numpy(zero_copy_only=False)
+        return _uint32_rows(found.column("sets").combine_chunks().take(pa.array(at.astype(np.int64))))
 
 
 def read_batches(spark: SparkSession, batches: list[BatchPaths]) -> DataFrame:
@@ -312,28 +518,99 @@ def compute(
     )
     rows.unpersist()
     text.unpersist()
-    timings["pass2_fingerprints_and_rows_written"] = time.perf_counter() - mark
-    return SparkFingerprints(rows_dir, time.perf_counter() - started, partitions, timings)
+    timings["pass2_fingerprints_and_rows_written"], mark = time.perf_counter() - mark, time.perf_counter()
+    pairs_dir = work / "pairs"
+    candidate_pairs(spark, rows_dir, config, pairs_dir)
+    timings["candidate_pairs_verified"] = time.perf_counter() - mark
+    return SparkFingerprints(rows_dir, pairs_dir, time.perf_counter() - started, partitions, timings)
 
 
 # ---- the driver: the layers, batch by batch -----------------------------------------------------
 
 
+def _positions(batch: pa.Table, doc_ids: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Rows of ``batch`` holding ``doc_ids`` (-1: not in this layer's input)."""
+    at = pc.index_in(doc_ids, batch.column("doc_id"))
+    return pc.fill_null(at, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _float(column: pa.ChunkedArray) -> np.ndarray:
+    return pc.fill_null(column, np.nan).to_numpy(zero_copy_only=False).astype(np.float64)
+
+
+def _strict_verdict(verifier, ok_loose: np.ndarray, jac: np.ndarray, newer: np.ndarray, earlier: np.ndarray, strict: np.ndarray) -> np.ndarray:
+    """The verifier's verdict for rows held to a plain Jaccard (``strict_rows``); the executors'
+    (strict NaN, the passage rule included) for the others, as ``verify_pairs`` with ``strict``."""
+    return np.where(np.isnan(strict), ok_loose, np.asarray(verifier.accepts(jac, newer, earlier, strict), bool))
+
+
 class SparkSimHashLayer(SimHashLayer):
-    """L2 unchanged, with the SimHashes the executors computed (the same kernel)."""
+    """L2 unchanged (its search over the SimHashes the executors computed, on the driver), with its
+    hits verified by the executors (``candidate_pairs``, the same ``verify_pairs``)."""
+
+    def __init__(self, config: DedupConfig, pairs: pa.Table) -> None:
+        super().__init__(config)
+        self.pairs = pairs.filter(pc.is_valid(pairs.column("dist")))
 
     def fingerprints(self, batch: pa.Table, ctx: LayerContext) -> np.ndarray:
         return batch.column("_spark_simhash").to_numpy().astype(np.uint64)
 
+    def verify_matches(self, batch, newer, earlier, strict, ctx):
+        if not len(newer):
+            return verify_pairs(np.empty(0, np.uint32), np.zeros(1, np.int64), newer, earlier, verifier_of(self.config), strict)
+        pairs = self.pairs
+        wanted = pa.table({"newer": batch.column("doc_id").take(pa.array(newer)), "earlier": batch.column("doc_id").take(pa.array(earlier)),
+                           "_i": pa.array(np.arange(len(newer)))})  # fmt: skip
+        got = wanted.join(pairs, ["newer", "earlier"], join_type="left outer").sort_by("_i")
+        missing = pc.is_null(got.column("ok")).to_numpy(zero_copy_only=False)
+        if missing.any():
+            # Every SimHash hit within the distance shares a band, so the executors verified it.
+            raise RuntimeError(f"SimHash pairs not verified by the executors: {got.filter(pa.array(missing)).slice(0, 3).to_pylist()}")
+        jac, cn, ce = (_float(got.column(c)) for c in ("jaccard", "covers_newer", "covers_earlier"))
+        ok = got.column("ok").to_numpy(zero_copy_only=False).astype(bool)
+        return _strict_verdict(verifier_of(self.config), ok, jac, cn, ce, np.asarray(strict, np.float64)), jac, cn, ce
+
 
 class SparkMinHashLayer(MinHashLayer):
-    """L3 unchanged, with the signatures and shingle sets the executors computed (the same kernels)."""
+    """L3 unchanged but for where its inputs are: the signatures from the executors; the in-batch
+    candidates from their band joins, verified there with the same ``verify_pairs`` and resolved here
+    in batch order by ``engines.pairs.resolve_pairs`` (``stream_minhash``'s rule on those pairs); the
+    shingle sets of rows with registry hits read back from the executors' rows."""
+
+    def __init__(self, config: DedupConfig, pairs: pa.Table, sets: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]) -> None:
+        super().__init__(config)
+        self.pairs = pairs.filter(pc.is_valid(pairs.column("mh_band")))
+        self.read_sets = sets
 
     def fingerprints(self, batch: pa.Table, ctx: LayerContext, hasher: MinHasher):
         sig, _ = _uint32_rows(batch.column("_spark_minhash").combine_chunks())
-        sets, offsets = _uint32_rows(batch.column("_spark_sets").combine_chunks())
         counts = batch.column("_spark_shingles").to_numpy().astype(np.int64)
-        return sig.reshape(batch.num_rows, hasher.num_perm), counts, (sets.copy(), offsets)
+        return sig.reshape(batch.num_rows, hasher.num_perm), counts, None
+
+    def registry_covered(self, sig_earlier, rows, sets, hasher, batch):
+        uniq, inverse = np.unique(rows, return_inverse=True)
+        hashes, offsets = self.read_sets(batch.column("doc_id").take(pa.array(uniq)).to_numpy(zero_copy_only=False))
+        return earlier_covered(sig_earlier, inverse.ravel(), hashes, offsets, hasher)
+
+    def in_batch(self, keys, sig, active, sets, verifier, strict, batch):
+        from dedup_tasks.engines.pairs import resolve_pairs
+
+        cfg = self.config
+        pairs = self.pairs
+        newer, earlier = _positions(batch, pairs.column("newer")), _positions(batch, pairs.column("earlier"))
+        here = (newer >= 0) & (earlier >= 0)
+        newer, earlier = newer[here], earlier[here]
+        pick = pa.array(np.flatnonzero(here))
+        est = pairs.column("est").take(pick).to_numpy()
+        jac, cn, ce = (_float(pairs.column(c).take(pick)) for c in ("jaccard", "covers_newer", "covers_earlier"))
+        ok = pc.fill_null(pairs.column("ok").take(pick), False).to_numpy(zero_copy_only=False).astype(bool)
+        # The stream's scoring: at VERIFY_FLOOR and above the verifier on the exact sets, below it the estimate.
+        verified = est >= VERIFY_FLOOR
+        ok = np.where(verified, _strict_verdict(verifier, ok, jac, cn, ce, strict[newer]), est >= cfg.minhash_threshold)
+        return resolve_pairs(
+            batch.num_rows, newer, earlier, pairs.column("mh_band").take(pick).to_numpy(), np.where(verified, jac, est), ok,
+            np.where(verified, cn, np.nan), np.where(verified, ce, np.nan), active, cfg.suspect_jaccard_min,
+        )  # fmt: skip
 
 
 def _prepared(rows: pa.Table, source: str) -> pa.Table:
@@ -357,12 +634,11 @@ def _prepared(rows: pa.Table, source: str) -> pa.Table:
             "_ch_hi": pa.array(_unsigned(rows.column("ch_hi")), pa.uint64()),
             "_ch_lo": pa.array(_unsigned(rows.column("ch_lo")), pa.uint64()),
             "_empty": pa.array(near_len == 0),
-            "_near_text": rows.column("near_text"),
+            **({"_near_text": rows.column("near_text")} if "near_text" in rows.column_names else {NEAR_LEN: pa.array(near_len)}),
             "_lang": rows.column("lang"),
             "_spark_simhash": pa.array(_unsigned(rows.column("simhash")), pa.uint64()),
             "_spark_minhash": rows.column("sig"),
             "_spark_shingles": rows.column("shingles"),
-            "_spark_sets": rows.column("sets"),
         }
     )
     too_long = rows.column("too_long").to_numpy(zero_copy_only=False).astype(bool)
@@ -381,18 +657,31 @@ def run_spark_batch(
     prepare_seconds: float = 0.0,
     on_layer: Callable[[LayerStats], None] | None = None,
     spark_stats: dict | None = None,
+    pairs: pa.Table | None = None,
+    sets: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> BatchResult:
-    """The driver's part for one batch: the layers over the executors' fingerprints, the
-    commit, the decisions. ``BatchResult.kept`` holds the kept doc_ids (the rows are Spark's to write)."""
+    """The driver's part for one batch: the layers over the executors' fingerprints and verified
+    candidate pairs (``SparkFingerprints.pairs``), the commit, the decisions. ``sets`` reads the
+    shingle sets of some doc_ids (``SparkFingerprints.sets``). ``BatchResult.kept`` holds the kept
+    doc_ids (the rows are Spark's to write)."""
     started = time.perf_counter()
     started_at = datetime.now(UTC).isoformat()
     ctx = LayerContext(batch_id, config, registry)
     registry.begin(batch_id)
     view = _prepared(rows, f"batch {batch_id}")
-    prep_stats = LayerStats("prepare", view.num_rows, 0, prepare_seconds, {"engine": "spark", **(spark_stats or {})})
+    extra = {"engine": "spark", **(spark_stats or {})}
+    if pairs is not None:
+        # What the driver got instead of every document's shingle set.
+        extra["verified_pairs"] = pairs.num_rows
+    prep_stats = LayerStats("prepare", view.num_rows, 0, prepare_seconds, extra)
     if on_layer:
         on_layer(prep_stats)
-    layers = {"simhash": SparkSimHashLayer, "minhash": SparkMinHashLayer}
+    if pairs is None or sets is None:
+        raise ValueError("the Spark layers need the executors' candidate pairs and shingle sets")
+    layers = {
+        "simhash": lambda cfg: SparkSimHashLayer(cfg, pairs),
+        "minhash": lambda cfg: SparkMinHashLayer(cfg, pairs, sets),
+    }
     survivors, drops, stats = run_layers(view, ctx, on_layer, layers)
     survivors = survivors.drop_columns([c for c in ENGINE_COLUMNS if c in survivors.column_names])
     # The executors' prepare time counts too: it ran before this driver step started.
@@ -437,7 +726,7 @@ def _run(spark, batches, config, registry, work, on_layer, partitions) -> list[B
     summaries = []
     total = None
     for paths in batches:
-        rows = fps.rows(paths.batch_id)
+        rows = fps.rows(paths.batch_id, text=config.layer_enabled("semantic"))
         if rows.num_rows == 0:
             raise ContractError(f"batch {paths.batch_id}: {paths.input} ({counts[paths.batch_id]} files) has no rows")
         if total is None:
@@ -451,6 +740,8 @@ def _run(spark, batches, config, registry, work, on_layer, partitions) -> list[B
             share,
             on_layer,
             {"spark_seconds": round(fps.seconds, 2), "spark_partitions": fps.partitions, **{k: round(v, 2) for k, v in fps.timings.items()}},
+            fps.pairs(paths.batch_id),
+            lambda ids, batch_id=paths.batch_id: fps.sets(batch_id, ids),
         )
         kept_ids = spark.createDataFrame(result.kept.select(["doc_id"]).to_pandas())
         deduped = (

@@ -120,6 +120,26 @@ class MinHashLayer(Layer):
             batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words, ctx.near_text, cfg.en_shingles == "chars"
         )
 
+    # Hooks for another engine (engines/spark.py), whose shingle sets stay on its executors: the
+    # registry coverage of the rows with registry hits, and the in-batch search, fed by pairs that the
+    # executors verified with this layer's verifier and resolved by this layer's rule.
+    def registry_covered(
+        self, sig_earlier: np.ndarray, rows: np.ndarray, sets: tuple[np.ndarray, np.ndarray], hasher: MinHasher, batch: pa.Table
+    ) -> np.ndarray:
+        """``earlier_covered`` of registered signatures by the batch's ``rows``."""
+        return earlier_covered(sig_earlier, rows, *sets, hasher)
+
+    def in_batch(
+        self, keys: np.ndarray, sig: np.ndarray, active: np.ndarray, sets: tuple[np.ndarray, np.ndarray],
+        verifier: Verifier, strict: np.ndarray, batch: pa.Table,
+    ):  # fmt: skip
+        """The in-batch search in batch order (a ``StreamResult``): the earlier kept document wins."""
+        cfg = self.config
+        return stream_minhash(
+            keys, sig, active, cfg.minhash_threshold, cfg.suspect_jaccard_min, sets,
+            exact_floor=VERIFY_FLOOR, verifier=verifier, strict=strict,
+        )  # fmt: skip
+
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         cfg = self.config
         n = batch.num_rows
@@ -139,16 +159,11 @@ class MinHashLayer(Layer):
         if len(hits):
             rows = queries[hits.query]
             jac = estimated_jaccard(hits.payload["minhash"], sig[rows])
-            old_in_new = earlier_covered(hits.payload["minhash"], rows, *sets, hasher)
+            old_in_new = self.registry_covered(hits.payload["minhash"], rows, sets, hasher, batch)
             covers = (coverage_from_jaccard(jac, old_in_new), old_in_new)
             ok = registry_verifier_of(cfg).accepts(jac, *covers, strict[rows]) & (jac >= VERIFY_FLOOR)
             decisions.add_registry(queries, hits, jac, ok, ~ok & (jac >= cfg.suspect_jaccard_min), -jac, covers)
-        decisions.add_stream(
-            stream_minhash(
-                keys, sig, has & ~decisions.drop, cfg.minhash_threshold, cfg.suspect_jaccard_min, sets,
-                exact_floor=VERIFY_FLOOR, verifier=verifier, strict=strict,
-            )
-        )  # fmt: skip
+        decisions.add_stream(self.in_batch(keys, sig, has & ~decisions.drop, sets, verifier, strict, batch))
         dropped = np.flatnonzero(decisions.drop)
         detail = verified_reason(
             "MinHash", decisions.score[dropped], decisions.covers_newer[dropped], decisions.covers_earlier[dropped]

@@ -58,13 +58,7 @@ class SimHashLayer(Layer):
         rows = np.flatnonzero(result.matched >= 0)
         if not len(rows):
             return out
-        involved, inverse = np.unique(np.concatenate([rows, result.matched[rows]]), return_inverse=True)
-        hashes, offsets = shingle_sets(
-            batch, involved, cfg.zh_shingle_chars, cfg.en_shingle_words, cfg.en_shingles == "chars", ctx.near_text
-        )
-        ok, jac, newer, earlier = verify_pairs(
-            hashes, offsets, inverse[: len(rows)], inverse[len(rows) :], verifier_of(cfg), strict_rows(batch, cfg)[rows]
-        )
+        ok, jac, newer, earlier = self.verify_matches(batch, rows, result.matched[rows], strict_rows(batch, cfg)[rows], ctx)
         failed = rows[~ok]
         # A rejected hit is the row's best near miss: L3 and L4 may still judge the pair.
         result.suspect[failed] = result.matched[failed]
@@ -74,6 +68,19 @@ class SimHashLayer(Layer):
         for values, got in zip(out, (jac, newer, earlier), strict=True):
             values[rows] = got
         return out
+
+    # A hook, so another engine (engines/spark.py) can verify the pairs where the shingle sets are
+    # (its executors, with this same verify_pairs); which hit is verified stays this layer's.
+    def verify_matches(
+        self, batch: pa.Table, newer: np.ndarray, earlier: np.ndarray, strict: np.ndarray, ctx: LayerContext
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """L3's verifier on the pairs (newer[i], earlier[i]) of rows: (accepted, Jaccard, covers newer, covers earlier)."""
+        cfg = self.config
+        involved, inverse = np.unique(np.concatenate([newer, earlier]), return_inverse=True)
+        hashes, offsets = shingle_sets(
+            batch, involved, cfg.zh_shingle_chars, cfg.en_shingle_words, cfg.en_shingles == "chars", ctx.near_text
+        )
+        return verify_pairs(hashes, offsets, inverse[: len(newer)], inverse[len(newer) :], verifier_of(cfg), strict)
 
     name = "simhash"
 

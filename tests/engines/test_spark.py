@@ -92,6 +92,13 @@ def test_archive_on_spark_equals_the_cli_hour_by_hour(spark, crawl, tmp_path, pg
     ]
     assert differences == []  # not one decision differs: not the layer, the match, the score nor the reason
 
+    # The in-batch near copies came from the executors' verified band-join pairs, not the driver's stream.
+    import json
+
+    for hour in HOURS:
+        prepare = json.loads(BatchPaths(remote, hour).summary.read_text())["layers"][0]
+        assert prepare["extra"]["verified_pairs"] > 0
+
     for hour in HOURS:
         a = read_input(BatchPaths(local, hour).deduped)[0]
         b = read_input(BatchPaths(remote, hour).deduped)[0]
