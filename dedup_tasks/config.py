@@ -97,6 +97,12 @@ class DedupConfig:
     # or cut, not other names and amounts in one template).
     minhash_passage_min_coverage: float = 0.6
     minhash_max_scattered: float = 0.15
+    # A pair accepted under minhash_facts_max_jaccard (on coverage, passages or J) is refused when the newer states
+    # at least minhash_facts_min_new distinct numbers, and minhash_facts_min_share of its own, that the
+    # earlier does not: reports from one template differ in their figures (0 turns the check off).
+    minhash_facts_min_new: int = 1
+    minhash_facts_min_share: float = 0.5
+    minhash_facts_max_jaccard: float = 0.8
     # A registered document is judged on signatures (estimates, +-0.04) and without the text order, so
     # the rule is stricter: J >= minhash_registry_threshold alone, or coverage >= minhash_registry_min_coverage
     # with the Jaccard floors raised by minhash_registry_margin (the 3-hour bench: docs/near-copies.md).
@@ -244,6 +250,9 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "minhash_rows": (1, None),
     "minhash_seed": (0, 2**32 - 1),  # numpy's RandomState seed range
     "minhash_threshold": (0.0, 1.0),
+    "minhash_facts_min_new": (0, None),
+    "minhash_facts_min_share": (0.0, 1.0),
+    "minhash_facts_max_jaccard": (0.0, 1.0),
     "zh_shingle_chars": (1, 64),
     "en_shingle_words": (1, 64),
     "semantic_threshold": (-1.0, 1.0),

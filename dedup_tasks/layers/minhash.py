@@ -44,6 +44,7 @@ from dedup_tasks.layers.near import (
     NearDupDecisions,
     chunks,
     near_text_spans,
+    number_sets,
     shingle_sets,
     strict_rows,
     verified_reason,
@@ -76,6 +77,7 @@ def verifier_of(cfg) -> Verifier:
     return Verifier(
         cfg.minhash_threshold, cfg.minhash_verify_min_jaccard, cfg.minhash_min_coverage,
         cfg.minhash_additions_min_jaccard, cfg.minhash_passage_min_coverage, cfg.minhash_max_scattered,
+        cfg.minhash_facts_min_new, cfg.minhash_facts_min_share, cfg.minhash_facts_max_jaccard,
     )  # fmt: skip
 
 
@@ -129,6 +131,7 @@ class EarlierText:
     offsets: np.ndarray
     index: np.ndarray
     why: np.ndarray
+    numbers: tuple[np.ndarray, np.ndarray]
     partitions_read: int = 0
     seconds: float = 0.0
 
@@ -146,6 +149,7 @@ def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> E
     index = np.full(len(doc_ids), -1, np.int64)
     why = np.full(len(doc_ids), None, object)
     parts, sizes, read = [], [], 0
+    num_parts, num_sizes = [], []
     done = 0
     for b in np.unique(batch_ids):
         idx = np.flatnonzero(batch_ids == b)
@@ -172,28 +176,52 @@ def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> E
             )
             parts.append(hashes)
             sizes.append(np.diff(offsets))
+            nums, num_off = number_sets(prepared, uniq)
+            num_parts.append(nums)
+            num_sizes.append(np.diff(num_off))
             index[found] = done + inverse
             done += len(uniq)
     size = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
     offsets = np.zeros(len(size) + 1, np.int64)
     np.cumsum(size, out=offsets[1:])
     hashes = np.concatenate([np.empty(0, np.uint32), *parts]).astype(np.uint32, copy=False)
-    return EarlierText(hashes, offsets, index, why, read, time.perf_counter() - started)
+    numbers = _concat_sets(num_parts, num_sizes, np.uint64)
+    return EarlierText(hashes, offsets, index, why, numbers, read, time.perf_counter() - started)
+
+
+def _concat_sets(parts: list[np.ndarray], sizes: list[np.ndarray], dtype=np.uint32) -> tuple[np.ndarray, np.ndarray]:
+    size = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
+    offsets = np.zeros(len(size) + 1, np.int64)
+    np.cumsum(size, out=offsets[1:])
+    return np.concatenate([np.empty(0, dtype), *parts]).astype(dtype, copy=False), offsets
+
+
+def _gather(sets: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sets of ``rows`` (values + offsets), in that order."""
+    values, offsets = sets
+    size = offsets[rows + 1] - offsets[rows]
+    starts = np.repeat(offsets[rows] - np.concatenate([[0], np.cumsum(size)[:-1]]), size)
+    out = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(size, out=out[1:])
+    return values[starts + np.arange(int(size.sum()))], out
+
+
+def _join(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    return np.concatenate([a[0], b[0]]), np.concatenate([a[1], a[1][-1] + b[1][1:]]).astype(np.int64)
 
 
 def verify_on_text(
-    sets: tuple[np.ndarray, np.ndarray], rows: np.ndarray, earlier: EarlierText, verifier: Verifier, strict: np.ndarray
+    sets: tuple[np.ndarray, np.ndarray], numbers: tuple[np.ndarray, np.ndarray], rows: np.ndarray,
+    earlier: EarlierText, verifier: Verifier, strict: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The in-batch verifier on (batch row rows[i], earlier document earlier.index[i]) pairs whose
-    earlier text was found: (accepted, Jaccard, covers newer, covers earlier)."""
-    hashes, offsets = sets
+    earlier text was found: (accepted, Jaccard, covers newer, covers earlier). ``sets`` and
+    ``numbers`` are the batch rows' shingle and number sets."""
     uniq, inverse = np.unique(rows, return_inverse=True)
-    size = offsets[uniq + 1] - offsets[uniq]
-    starts = np.repeat(offsets[uniq] - np.concatenate([[0], np.cumsum(size)[:-1]]), size)
-    newer_hashes = hashes[starts + np.arange(int(size.sum()))]
-    both = np.concatenate([newer_hashes, earlier.hashes])
-    both_offsets = np.concatenate([[0], np.cumsum(size), int(size.sum()) + earlier.offsets[1:]]).astype(np.int64)
-    return verify_pairs(both, both_offsets, inverse, len(uniq) + earlier.index[earlier.index >= 0], verifier, strict)
+    hashes, offsets = _join(_gather(sets, uniq), (earlier.hashes, earlier.offsets))
+    nums = _join(_gather(numbers, uniq), earlier.numbers)
+    earlier_rows = len(uniq) + earlier.index[earlier.index >= 0]
+    return verify_pairs(hashes, offsets, inverse, earlier_rows, verifier, strict, nums)
 
 
 class MinHashLayer(Layer):
@@ -235,6 +263,7 @@ class MinHashLayer(Layer):
         batch = set_column(batch, "_minhash", signature_column(sig))
         batch = set_column(batch, "_has_minhash", pa.array(has))
         doc_ids = strings_np(batch, "doc_id")
+        numbers = number_sets(batch, cache=ctx.near_text)
 
         decisions = NearDupDecisions(n, ctx.batch_id, doc_ids)
         queries = np.flatnonzero(has)
@@ -255,7 +284,9 @@ class MinHashLayer(Layer):
                 earlier = published_shingle_sets(cfg, hits.doc_id[band], hits.batch_id[band])
                 got = band[earlier.index >= 0]
                 if len(got):
-                    ok_t, jac_t, new_t, old_t = verify_on_text(sets, rows[got], earlier, verifier, strict[rows[got]])
+                    ok_t, jac_t, new_t, old_t = verify_on_text(
+                        sets, numbers, rows[got], earlier, verifier, strict[rows[got]]
+                    )
                     ok[got], jac[got], covers[0][got], covers[1][got] = ok_t, jac_t, new_t, old_t
                     how[got] = ON_TEXT
                 lost = band[earlier.index < 0]
@@ -269,7 +300,7 @@ class MinHashLayer(Layer):
         decisions.add_stream(
             stream_minhash(
                 keys, sig, has & ~decisions.drop, cfg.minhash_threshold, cfg.suspect_jaccard_min, sets,
-                exact_floor=VERIFY_FLOOR, verifier=verifier, strict=strict,
+                exact_floor=VERIFY_FLOOR, verifier=verifier, strict=strict, numbers=numbers,
             )
         )  # fmt: skip
         dropped = np.flatnonzero(decisions.drop)

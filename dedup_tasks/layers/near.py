@@ -110,6 +110,17 @@ def shingle_sets(
     return kernels.shingle_hashes(cp, starts, ends, modes, en_words, zh_chars, offsets), offsets
 
 
+def number_sets(
+    batch: pa.Table, rows: np.ndarray | None = None, cache: NearText | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The numbers (``fingerprint.numbers``) of ``rows`` of ``batch`` (all rows: None), hashes + offsets."""
+    from dedup_tasks.fingerprint.numbers import number_hashes
+
+    sub = batch if rows is None else batch.take(pa.array(np.asarray(rows, np.int64)))
+    cp, starts, ends, _ = near_text_spans(sub, kernels.CHARS, cache=cache)
+    return number_hashes(cp, np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+
+
 def verified_reason(
     layer_text: str | pa.Array, jaccard: np.ndarray, covers_newer: np.ndarray, covers_earlier: np.ndarray,
     how: np.ndarray | None = None,

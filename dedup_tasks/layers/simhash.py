@@ -29,6 +29,7 @@ from dedup_tasks.layers.near import (
     NearDupDecisions,
     chunks,
     near_text_spans,
+    number_sets,
     shingle_sets,
     strict_rows,
     text_lengths,
@@ -63,8 +64,9 @@ class SimHashLayer(Layer):
             batch, involved, cfg.zh_shingle_chars, cfg.en_shingle_words, cfg.en_shingles == "chars", ctx.near_text
         )
         ok, jac, newer, earlier = verify_pairs(
-            hashes, offsets, inverse[: len(rows)], inverse[len(rows) :], verifier_of(cfg), strict_rows(batch, cfg)[rows]
-        )
+            hashes, offsets, inverse[: len(rows)], inverse[len(rows) :], verifier_of(cfg), strict_rows(batch, cfg)[rows],
+            number_sets(batch, involved, ctx.near_text),
+        )  # fmt: skip
         failed = rows[~ok]
         # A rejected hit is the row's best near miss: L3 and L4 may still judge the pair.
         result.suspect[failed] = result.matched[failed]

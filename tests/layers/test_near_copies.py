@@ -298,3 +298,56 @@ def test_short_texts_are_held_to_the_strict_rule():
         {"doc_id": "b", "url": "https://s.com/b", "title": "Housing", "content": b},
     ])  # fmt: skip
     assert d["b"]["action"] == "keep"
+
+
+# --- the facts check: reports from one template differ in their figures ------------------------------
+
+_REPORT = (
+    "Chicago Mercantile Exchange floor traders and commission house representatives are guesstimating "
+    "today's hog slaughter at about {0} to {1} head versus {2} week ago and {3} a year ago.\n"
+    "Cattle slaughter is guesstimated at about {4} to {5} head versus {6} week ago and {7} a year ago.\nReuter"
+)
+
+
+def _report(seed: int, changed: int = 8) -> str:
+    """The day's report: the first ``changed`` of its 8 figures differ from day 0's."""
+    day0 = random.Random(0)
+    figures = [f"{day0.randint(100, 300)},{day0.randint(0, 9)}00" for _ in range(8)]
+    rng = random.Random(seed)
+    figures[:changed] = [f"{rng.randint(100, 300)},{rng.randint(0, 9)}00" for _ in range(changed)]
+    return _REPORT.format(*figures)
+
+
+def test_number_frames_tell_changed_figures_from_added_ones():
+    from dedup_tasks.fingerprint.numbers import changed_numbers
+    from dedup_tasks.layers.near import number_sets
+
+    earlier = "slaughter at about 250,000 to 270,000 head versus 249,000 week ago. Reuter"
+    rows = [
+        {"doc_id": "a", "url": "https://a.com/1", "content": earlier},
+        {"doc_id": "b", "url": "https://b.com/1", "content": earlier.replace("250,000", "262,000").replace("249,000", "278,000")},
+        # An inserted sentence brings numbers of its own, in words the earlier does not have.
+        {"doc_id": "c", "url": "https://c.com/1", "content": earlier + " He added 13 and 2.84 pct in 1987."},
+    ]  # fmt: skip
+    nums, offsets = number_sets(prepare(make_batch(rows), CONFIG))
+    assert changed_numbers(nums, offsets, 1, 0) == (2, 3)  # 2 of its 3 framed figures are other values
+    assert changed_numbers(nums, offsets, 2, 0) == (0, 3)  # its own 3 figures keep the copied frames
+    assert changed_numbers(nums, offsets, 0, 0) == (0, 3)
+
+
+@pytest.mark.parametrize("across_hours", [False, True])
+def test_reports_from_one_template_with_other_figures_are_kept(tmp_path, across_hours):
+    # Six of the eight figures change from one day to the next: J ~0.67, each covering ~0.8 of the other.
+    first, second = _report(0, 0), _report(2, 6)
+    pair = [
+        {"doc_id": "monday", "url": "https://a.com/hogs-1", "title": "HOG AND CATTLE SLAUGHTER GUESSTIMATES", "content": first},
+        {"doc_id": "tuesday", "url": "https://b.com/hogs-2", "title": "HOG AND CATTLE SLAUGHTER GUESSTIMATES", "content": second},
+    ]  # fmt: skip
+    hours = [[pair[0]], [pair[1]]] if across_hours else [pair]
+    for facts, expected in ((1, "keep"), (0, "drop")):
+        # facts=0 turns the check off: the pair is covered enough to be dropped without it.
+        config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path / f"f{facts}"), minhash_facts_min_new=facts)
+        got, _ = run_hours(hours, tmp_path / f"f{facts}", config)[-1]
+        assert got["tuesday"]["action"] == expected, (facts, got["tuesday"]["reason"])
+    jac = _exact_jaccard([first, second], "en", "chars")
+    assert 0.45 <= jac < 0.8  # within the band the facts check covers
