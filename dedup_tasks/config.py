@@ -95,7 +95,7 @@ class DedupConfig:
     # In the batch, a pair both of whose coverages reach minhash_passage_min_coverage is a copy when at
     # most minhash_max_scattered of either text differs in short runs (Verifier: whole passages added
     # or cut, not other names and amounts in one template).
-    minhash_passage_min_coverage: float = 0.6
+    minhash_passage_min_coverage: float = 0.55
     minhash_max_scattered: float = 0.15
     # A pair accepted under minhash_facts_max_jaccard (on coverage, passages or J) is refused when the newer states
     # at least minhash_facts_min_new distinct numbers, and minhash_facts_min_share of its own, that the
