@@ -151,7 +151,10 @@ def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> E
     parts, sizes, read = [], [], 0
     num_parts, num_sizes = [], []
     done = 0
-    for b in np.unique(batch_ids):
+    batches = np.unique(batch_ids)[::-1]  # the most recent first
+    for b in batches[cfg.minhash_text_max_partitions :]:
+        why[batch_ids == b] = f"partition of batch {b} not read, over minhash_text_max_partitions"
+    for b in batches[: cfg.minhash_text_max_partitions]:
         idx = np.flatnonzero(batch_ids == b)
         path = Path(cfg.root) / "deduped" / partition_of(b)
         try:

@@ -351,3 +351,16 @@ def test_reports_from_one_template_with_other_figures_are_kept(tmp_path, across_
         assert got["tuesday"]["action"] == expected, (facts, got["tuesday"]["reason"])
     jac = _exact_jaccard([first, second], "en", "chars")
     assert 0.45 <= jac < 0.8  # within the band the facts check covers
+
+
+def test_text_reads_are_capped_per_run(en_articles, tmp_path):
+    art = long_article(en_articles, 300)
+    words = art["text"].split()
+    copy = typos(" ".join(words[: int(len(words) * 0.6)]), 0.03, seed=2)
+    orig = {"doc_id": "orig", "url": "https://a.com/1", "title": art["title"], "content": art["text"]}
+    newer = {"doc_id": "copy", "url": "https://b.com/1", "title": art["title"], "content": copy}
+    config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path), minhash_text_max_partitions=0)
+    (_, _), (got, stats) = run_hours([[orig], [newer]], tmp_path, config)
+    # No partition may be read: the signature rule keeps the copy, and the keep says so.
+    assert got["copy"]["action"] == "keep" and "judged on its signature only" in got["copy"]["reason"]
+    assert stats["partitions_read"] == 0 and stats["registry_text_missing"] >= 1
