@@ -184,10 +184,7 @@ def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> E
             num_sizes.append(np.diff(num_off))
             index[found] = done + inverse
             done += len(uniq)
-    size = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
-    offsets = np.zeros(len(size) + 1, np.int64)
-    np.cumsum(size, out=offsets[1:])
-    hashes = np.concatenate([np.empty(0, np.uint32), *parts]).astype(np.uint32, copy=False)
+    hashes, offsets = _concat_sets(parts, sizes)
     numbers = _concat_sets(num_parts, num_sizes, np.uint64)
     return EarlierText(hashes, offsets, index, why, numbers, read, time.perf_counter() - started)
 
