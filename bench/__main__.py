@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -94,15 +95,19 @@ def read_hours(root: Path) -> pd.DataFrame:
 def run_ours(root: Path, layers=CASCADE_LAYERS) -> tuple[pd.DataFrame, dict]:
     from dedup_tasks.config import DedupConfig
     from dedup_tasks.io import BatchPaths, read_input
-    from dedup_tasks.pipeline import run_batch
+    from dedup_tasks.pipeline import publish, run_batch
     from dedup_tasks.registry.base import MemoryRegistry
 
-    config = DedupConfig(layers=tuple(layers))
+    # Each hour is published as a run would, so L3 reads registered documents' text back from there.
+    out = WORK / f"quality-out-{root.name}"
+    shutil.rmtree(out, ignore_errors=True)
+    config = DedupConfig(layers=tuple(layers), root=str(out))
     registry = MemoryRegistry()
     decisions, per_layer, seconds, rows = [], {}, 0.0, 0
     for batch_id in hour_ids(root):
         table, _ = read_input(BatchPaths(root, batch_id).input)
         result = run_batch(table, batch_id, config, registry)
+        publish(BatchPaths(out, batch_id), result)
         decisions.append(result.decisions.to_pandas())
         seconds += sum(s.seconds for s in result.summary.layers)
         rows += result.summary.rows_in

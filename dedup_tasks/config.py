@@ -95,8 +95,14 @@ class DedupConfig:
     # In the batch, a pair both of whose coverages reach minhash_passage_min_coverage is a copy when at
     # most minhash_max_scattered of either text differs in short runs (Verifier: whole passages added
     # or cut, not other names and amounts in one template).
-    minhash_passage_min_coverage: float = 0.6
+    minhash_passage_min_coverage: float = 0.55
     minhash_max_scattered: float = 0.15
+    # A pair accepted under minhash_facts_max_jaccard (on coverage, passages or J) is refused when the newer states
+    # at least minhash_facts_min_new distinct numbers, and minhash_facts_min_share of its own, that the
+    # earlier does not: reports from one template differ in their figures (0 turns the check off).
+    minhash_facts_min_new: int = 1
+    minhash_facts_min_share: float = 0.5
+    minhash_facts_max_jaccard: float = 0.8
     # A registered document is judged on signatures (estimates, +-0.04) and without the text order, so
     # the rule is stricter: J >= minhash_registry_threshold alone, or coverage >= minhash_registry_min_coverage
     # with the Jaccard floors raised by minhash_registry_margin (the 3-hour bench: docs/near-copies.md).
@@ -104,6 +110,11 @@ class DedupConfig:
     minhash_registry_threshold: float = 0.8
     minhash_registry_min_coverage: float = 0.9
     minhash_registry_margin: float = 0.1
+    # Registered candidates estimated in [0.4, minhash_registry_threshold) are verified on their text,
+    # read back from their batch's published partition (one read, ~0.7 CPU s per 13k-row partition):
+    # from at most this many earlier batches per run, the most recent first; the others, and any
+    # candidate whose partition is gone, fall back to the signature rule (0: never read).
+    minhash_text_max_partitions: int = 24
     zh_shingle_chars: int = 5
     # English shingles: "chars" (character n-grams of zh_shingle_chars, spaces dropped: a typo breaks
     # five of them, not every word n-gram holding the word) or "words" (en_shingle_words-grams).
@@ -244,6 +255,10 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "minhash_rows": (1, None),
     "minhash_seed": (0, 2**32 - 1),  # numpy's RandomState seed range
     "minhash_threshold": (0.0, 1.0),
+    "minhash_facts_min_new": (0, None),
+    "minhash_facts_min_share": (0.0, 1.0),
+    "minhash_facts_max_jaccard": (0.0, 1.0),
+    "minhash_text_max_partitions": (0, None),
     "zh_shingle_chars": (1, 64),
     "en_shingle_words": (1, 64),
     "semantic_threshold": (-1.0, 1.0),

@@ -51,13 +51,13 @@ import pyarrow.compute as pc
 import dedup_tasks
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.contract import ContractError, check_rows, conform_schema, repair_text
-from dedup_tasks.fingerprint.candidates import verify_pairs
+from dedup_tasks.fingerprint.candidates import facts_veto, verify_pairs
 from dedup_tasks.fingerprint.minhash import MinHasher, earlier_covered
 from dedup_tasks.io import BatchPaths, InputError, input_files, replace_dir, write_json, write_parquet_dir
 from dedup_tasks.layers import LayerContext, LayerStats
 from dedup_tasks.layers.base import REASON, add_reason
 from dedup_tasks.layers.minhash import VERIFY_FLOOR, MinHashLayer, minhash_rows, verifier_of
-from dedup_tasks.layers.near import NEAR_LEN
+from dedup_tasks.layers.near import NEAR_LEN, number_sets
 from dedup_tasks.layers.simhash import SimHashLayer, simhash_rows
 from dedup_tasks.pipeline import (
     LONG_REASON,
@@ -568,7 +568,10 @@ class SparkSimHashLayer(SimHashLayer):
             raise RuntimeError(f"SimHash pairs not verified by the executors: {got.filter(pa.array(missing)).slice(0, 3).to_pylist()}")
         jac, cn, ce = (_float(got.column(c)) for c in ("jaccard", "covers_newer", "covers_earlier"))
         ok = got.column("ok").to_numpy(zero_copy_only=False).astype(bool)
-        return _strict_verdict(verifier_of(self.config), ok, jac, cn, ce, np.asarray(strict, np.float64)), jac, cn, ce
+        verifier, strict = verifier_of(self.config), np.asarray(strict, np.float64)
+        ok = _strict_verdict(verifier, ok, jac, cn, ce, strict)
+        ok = facts_veto(verifier, number_sets(batch, cache=ctx.near_text), newer, earlier, jac, ok, strict)
+        return ok, jac, cn, ce
 
 
 class SparkMinHashLayer(MinHashLayer):
@@ -589,10 +592,13 @@ class SparkMinHashLayer(MinHashLayer):
 
     def registry_covered(self, sig_earlier, rows, sets, hasher, batch):
         uniq, inverse = np.unique(rows, return_inverse=True)
-        hashes, offsets = self.read_sets(batch.column("doc_id").take(pa.array(uniq)).to_numpy(zero_copy_only=False))
+        hashes, offsets = self.sets_of(uniq, sets, batch)
         return earlier_covered(sig_earlier, inverse.ravel(), hashes, offsets, hasher)
 
-    def in_batch(self, keys, sig, active, sets, verifier, strict, batch):
+    def sets_of(self, rows, sets, batch):
+        return self.read_sets(batch.column("doc_id").take(pa.array(rows)).to_numpy(zero_copy_only=False))
+
+    def in_batch(self, keys, sig, active, sets, verifier, strict, batch, numbers):
         from dedup_tasks.engines.pairs import resolve_pairs
 
         cfg = self.config
@@ -607,6 +613,8 @@ class SparkMinHashLayer(MinHashLayer):
         # The stream's scoring: at VERIFY_FLOOR and above the verifier on the exact sets, below it the estimate.
         verified = est >= VERIFY_FLOOR
         ok = np.where(verified, _strict_verdict(verifier, ok, jac, cn, ce, strict[newer]), est >= cfg.minhash_threshold)
+        # The facts check reads the numbers of the driver's near text, as the single-node stream does.
+        ok = np.where(verified, facts_veto(verifier, numbers, newer, earlier, jac, ok, strict[newer]), ok)
         return resolve_pairs(
             batch.num_rows, newer, earlier, pairs.column("mh_band").take(pick).to_numpy(), np.where(verified, jac, est), ok,
             np.where(verified, cn, np.nan), np.where(verified, ce, np.nan), active, cfg.suspect_jaccard_min,
@@ -726,7 +734,9 @@ def _run(spark, batches, config, registry, work, on_layer, partitions) -> list[B
     summaries = []
     total = None
     for paths in batches:
-        rows = fps.rows(paths.batch_id, text=config.layer_enabled("semantic"))
+        # The facts check (L2/L3) reads numbers from the near text; L4 reads the text itself.
+        facts = config.minhash_facts_min_new > 0 and (config.layer_enabled("minhash") or config.layer_enabled("simhash"))
+        rows = fps.rows(paths.batch_id, text=facts or config.layer_enabled("semantic"))
         if rows.num_rows == 0:
             raise ContractError(f"batch {paths.batch_id}: {paths.input} ({counts[paths.batch_id]} files) has no rows")
         if total is None:

@@ -16,9 +16,11 @@ import numpy as np
 from numba import njit
 
 from dedup_tasks.fingerprint.kernels import hash_slot, hash_table_size
+from dedup_tasks.fingerprint.numbers import facts_differ, pair_facts_differ
 
 _NO_SETS = np.empty(0, np.uint32)
 _NO_OFFSETS = np.empty(0, np.int64)
+_NO_NUMBERS = np.empty(0, np.uint64)
 
 
 @dataclass
@@ -49,6 +51,12 @@ class Verifier:
     short runs (under ``LONG_RUN``). Pages of one list article or template (other names, amounts)
     differ everywhere in short runs. This needs both sets, so it runs in the batch only.
 
+    A pair accepted under Jaccard ``facts_max_jaccard`` (on coverage, passages or its Jaccard) is refused when the
+    newer states figures the earlier does not (``facts_min_new`` distinct numbers, ``facts_min_share``
+    of its own; 0 turns the check off): reports written from one template differ in their numbers, a
+    copy keeps them. It needs both texts' numbers, so it runs where the texts are (batch, or the
+    earlier text read back).
+
     Some rows are held to a plain Jaccard instead (``strict``, per row; NaN: the rule above): a page
     kept as a URL update (only a near-identical copy is dropped) and a short text (its coverage says
     little).
@@ -60,12 +68,16 @@ class Verifier:
     additions_min_jaccard: float = 0.55
     passage_min_coverage: float = 0.6
     max_scattered: float = 0.15
+    facts_min_new: int = 0
+    facts_min_share: float = 0.5
+    facts_max_jaccard: float = 0.7
 
     @property
     def rule(self) -> np.ndarray:
         return np.array([
             self.accept_jaccard, self.min_jaccard, self.min_coverage, self.additions_min_jaccard,
-            self.passage_min_coverage, self.max_scattered, LONG_RUN,
+            self.passage_min_coverage, self.max_scattered, LONG_RUN, self.facts_min_new, self.facts_min_share,
+            self.facts_max_jaccard,
         ])  # fmt: skip
 
     def accepts(self, jaccard, covers_newer, covers_earlier, strict=np.nan):
@@ -207,10 +219,12 @@ def _by_passages(hashes, offsets, table, d, c, rule):
 
 
 def verify_pairs(
-    hashes: np.ndarray, offsets: np.ndarray, newer: np.ndarray, earlier: np.ndarray, verifier: Verifier, strict: np.ndarray
+    hashes: np.ndarray, offsets: np.ndarray, newer: np.ndarray, earlier: np.ndarray, verifier: Verifier, strict: np.ndarray,
+    numbers: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The verifier on pairs of documents whose shingle sets are at hand (``pair_overlap``'s layout):
-    (accepted, Jaccard, covers newer, covers earlier), the in-batch rule of ``stream_minhash``."""
+    (accepted, Jaccard, covers newer, covers earlier), the in-batch rule of ``stream_minhash``
+    (``numbers``: the documents' number hashes and offsets, same indexing, for the facts check)."""
     jac, covers_newer, covers_earlier = pair_overlap(hashes, offsets, newer, earlier)
     strict = np.asarray(strict, np.float64)
     ok = np.asarray(verifier.accepts(jac, covers_newer, covers_earlier, strict), bool)
@@ -225,7 +239,27 @@ def verify_pairs(
             pair_scattered(hashes, offsets, earlier[maybe], newer[maybe], long_run),
         )
         ok[maybe] = scattered <= rule[5]
+    if numbers is not None:
+        ok = facts_veto(verifier, numbers, newer, earlier, jac, ok, strict)
     return ok, jac, covers_newer, covers_earlier
+
+
+def facts_veto(
+    verifier: Verifier, numbers: tuple[np.ndarray, np.ndarray], newer: np.ndarray, earlier: np.ndarray,
+    jac: np.ndarray, ok: np.ndarray, strict: np.ndarray,
+) -> np.ndarray:
+    """``ok`` with the facts check applied: a pair accepted under ``facts_max_jaccard`` on a loose
+    (non-strict) row is refused when the newer states other figures (``numbers``: hashes + offsets,
+    indexed like ``newer``/``earlier``)."""
+    ok = np.array(ok, bool)
+    if verifier.facts_min_new <= 0:
+        return ok
+    weak = np.flatnonzero(ok & np.isnan(np.asarray(strict, np.float64)) & (np.asarray(jac) < verifier.facts_max_jaccard))
+    if len(weak):
+        ok[weak] = ~pair_facts_differ(
+            *numbers, np.asarray(newer)[weak], np.asarray(earlier)[weak], verifier.facts_min_new, verifier.facts_min_share
+        )
+    return ok
 
 
 def pair_scattered(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, long_run: int = LONG_RUN) -> np.ndarray:
@@ -269,7 +303,7 @@ def _pair_overlap(hashes, offsets, a, b):
 @njit(cache=True)
 def _stream(
     keys, active, values, is_simhash, max_distance, min_jaccard, suspect_bound, hashes, hash_off, exact_floor, exact_ceiling,
-    strict, rule,
+    strict, rule, nums, num_off,
 ):
     n, n_bands = keys.shape
     table = _pair_table(hash_off)
@@ -279,7 +313,8 @@ def _stream(
     suspect_score = np.full(n, np.nan)
     covers_newer = np.full(n, np.nan)
     covers_earlier = np.full(n, np.nan)
-    verify = len(hash_off) > 0 and len(rule) == 7
+    verify = len(hash_off) > 0 and len(rule) >= 7
+    facts = verify and len(num_off) > 0 and rule[7] > 0
     # Key -> newest kept document with it. A numba typed Dict costs several times more per
     # operation, and the stream does one lookup and one insert per (document, band).
     table_keys = np.zeros(hash_table_size(int(active.sum()) * n_bands), np.uint64)
@@ -334,6 +369,8 @@ def _stream(
                             ok = _accepts(s, c_new, c_old, strict[d], rule)
                             if not ok and _passage_candidate(s, c_new, c_old, strict[d], rule):
                                 ok = _by_passages(hashes, hash_off, table, d, c, rule)
+                            if ok and facts and s < rule[9] and strict[d] != strict[d]:
+                                ok = not facts_differ(nums, num_off, d, c, int(rule[7]), rule[8])
                         else:
                             if len(hash_off) > 0 and exact_floor <= s < exact_ceiling:
                                 # In the batch the shingle sets are at hand: settle the estimate exactly.
@@ -379,7 +416,7 @@ def stream_simhash(
     out = _stream(
         np.ascontiguousarray(keys), active.astype(np.bool_), simhash.reshape(-1, 1), True,
         int(max_distance), 2.0, float(suspect_max_distance), _NO_SETS, _NO_OFFSETS, 2.0, 2.0,
-        np.full(len(simhash), np.nan), _NO_RULE,
+        np.full(len(simhash), np.nan), _NO_RULE, _NO_NUMBERS, _NO_OFFSETS,
     )
     return StreamResult(*out)
 
@@ -395,6 +432,7 @@ def stream_minhash(
     exact_ceiling: float = 0.9,
     verifier: Verifier | None = None,
     strict: np.ndarray | None = None,
+    numbers: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> StreamResult:
     """Jaccard >= threshold against earlier kept rows sharing an LSH band.
 
@@ -405,14 +443,17 @@ def stream_minhash(
 
     With ``shingles`` and a ``verifier``, every candidate estimated at ``exact_floor`` or more is
     decided by the verifier on the exact sets (``strict``: per row NaN, or the plain Jaccard that row
-    needs instead); the coverage of each match is returned with it.
+    needs instead); the coverage of each match is returned with it. ``numbers`` (per-row number
+    hashes and offsets) enable the verifier's facts check.
     """
     sets, set_off = shingles if shingles is not None else (_NO_SETS, _NO_OFFSETS)
     rule = verifier.rule if verifier is not None and shingles is not None else _NO_RULE
     strict = np.full(len(active), np.nan) if strict is None else np.asarray(strict, np.float64)
+    nums, num_off = numbers if numbers is not None else (_NO_NUMBERS, _NO_OFFSETS)
     out = _stream(
         np.ascontiguousarray(band_keys, dtype=np.uint64), active.astype(np.bool_),
         np.ascontiguousarray(signatures), False, 0, float(threshold), float(suspect_min),
         sets, set_off, float(exact_floor), float(exact_ceiling), strict, rule,
+        np.ascontiguousarray(nums, np.uint64), np.asarray(num_off, np.int64),
     )
     return StreamResult(*out)

@@ -1,18 +1,29 @@
 """L3: MinHash (datasketch-compatible) + LSH band buckets down to Jaccard 0.5, every candidate verified.
 
 In the batch the verifier (``candidates.Verifier``) reads the exact shingle sets of both documents.
-For a registered document it reads its signature: every value recovers one of its shingles (a
-uniform draw), looked up in the newer document's full set, gives the share of the earlier covered by
-the newer, and with the estimated Jaccard the reverse share; the registry stores nothing more.
+A registered candidate estimated in [VERIFY_FLOOR, minhash_registry_threshold) is verified like an
+in-batch one, on the exact 5-gram sets: the earlier document's text is read back from its published
+partition (``<root>/deduped/<partition of its batch>``, as L4 does; one read per earlier batch
+touched). Where that text is not there (partition deleted, document missing) and for estimates from
+minhash_registry_threshold up, the signature decides: every value recovers one of the earlier's
+shingles (a uniform draw), looked up in the newer document's full set, gives the share of the earlier
+covered by the newer, and with the estimated Jaccard the reverse share, under a stricter rule
+(``registry_verifier_of``). The reason of each drop says which evidence decided it.
 """
 
 from __future__ import annotations
 
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from dedup_tasks.fingerprint import kernels
-from dedup_tasks.fingerprint.candidates import Verifier, stream_minhash
+from dedup_tasks.fingerprint.candidates import Verifier, stream_minhash, verify_pairs
 from dedup_tasks.fingerprint.minhash import (
     MinHasher,
     coverage_from_jaccard,
@@ -23,6 +34,7 @@ from dedup_tasks.layers.base import (
     Drops,
     Layer,
     LayerContext,
+    LayerOutput,
     NearText,
     add_reason,
     set_column,
@@ -32,15 +44,25 @@ from dedup_tasks.layers.near import (
     NearDupDecisions,
     chunks,
     near_text_spans,
+    number_sets,
+    shingle_sets,
     strict_rows,
     text_lengths,
     verified_reason,
 )
 
+log = logging.getLogger(__name__)
+
 NO_SHINGLES_REASON = "no text to shingle: MinHash not applied"
 # Candidates estimated below this Jaccard are not verified: at 128 permutations an estimate of 0.4
 # hides a true 0.5 with probability ~0.02.
 VERIFY_FLOOR = 0.4
+# How a registry candidate was judged, at the end of its drop's reason.
+ON_TEXT = " (verified)"
+ON_SIGNATURE = " (verified on its signature)"
+TEXT_MISSING_REASON = (
+    "MinHash: a registered candidate's published partition or row was not found; judged on its signature only"
+)
 
 
 def registry_verifier_of(cfg) -> Verifier:
@@ -56,6 +78,7 @@ def verifier_of(cfg) -> Verifier:
     return Verifier(
         cfg.minhash_threshold, cfg.minhash_verify_min_jaccard, cfg.minhash_min_coverage,
         cfg.minhash_additions_min_jaccard, cfg.minhash_passage_min_coverage, cfg.minhash_max_scattered,
+        cfg.minhash_facts_min_new, cfg.minhash_facts_min_share, cfg.minhash_facts_max_jaccard,
     )  # fmt: skip
 
 
@@ -102,8 +125,116 @@ def signatures_of(batch: pa.Table) -> np.ndarray:
     return column.values.to_numpy().reshape(-1, width)
 
 
+@dataclass
+class EarlierText:
+    """Shingle sets of registered documents read back from their published partitions.
+
+    ``index[i]`` is candidate i's document in ``offsets`` (-1: its text was not found, ``why[i]``
+    says why, and the signature rule decides)."""
+
+    hashes: np.ndarray
+    offsets: np.ndarray
+    index: np.ndarray
+    why: np.ndarray
+    numbers: tuple[np.ndarray, np.ndarray]
+    partitions_read: int = 0
+    seconds: float = 0.0
+
+
+def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> EarlierText:
+    """The 5-gram sets of registered documents (doc_ids[i] of batch_ids[i]), from each batch's published
+    partition, prepared as a batch again (template lines are learned over the partition's kept rows, so
+    the whole partition is read; like L4's ``_published_texts``)."""
+    from dedup_tasks.io import partition_of
+    from dedup_tasks.pipeline import prepare
+
+    started = time.perf_counter()
+    doc_ids = np.asarray(doc_ids, object).astype(str)
+    batch_ids = np.asarray(batch_ids, object).astype(str)
+    index = np.full(len(doc_ids), -1, np.int64)
+    why = np.full(len(doc_ids), None, object)
+    parts, sizes, read = [], [], 0
+    num_parts, num_sizes = [], []
+    done = 0
+    batches = np.unique(batch_ids)[::-1]  # the most recent first
+    for b in batches[cfg.minhash_text_max_partitions :]:
+        why[batch_ids == b] = f"partition of batch {b} not read, over minhash_text_max_partitions"
+    for b in batches[: cfg.minhash_text_max_partitions]:
+        idx = np.flatnonzero(batch_ids == b)
+        path = Path(cfg.root) / "deduped" / partition_of(b)
+        try:
+            table = pq.read_table(path)
+            read += 1
+            prepared = prepare(table, cfg, source=f"published partition {partition_of(b)}")
+        except (FileNotFoundError, OSError, ValueError) as exc:
+            # A deleted or unreadable partition must not stop the batch: its candidates fall back to
+            # the signature rule, and their reasons say so.
+            log.warning("minhash: published partition %s of batch %s not readable (%s); signature rule", path, b, exc)
+            why[idx] = f"published partition of batch {b} not found"
+            continue
+        row_of = {d: i for i, d in enumerate(prepared.column("doc_id").cast(pa.string()).to_pylist())}
+        rows = np.array([row_of.get(d, -1) for d in doc_ids[idx]], np.int64)
+        missing = rows < 0
+        why[idx[missing]] = f"doc not in the published partition of batch {b}"
+        found = idx[~missing]
+        uniq, inverse = np.unique(rows[~missing], return_inverse=True)
+        if len(uniq):
+            hashes, offsets = shingle_sets(
+                prepared, uniq, cfg.zh_shingle_chars, cfg.en_shingle_words, cfg.en_shingles == "chars"
+            )
+            parts.append(hashes)
+            sizes.append(np.diff(offsets))
+            nums, num_off = number_sets(prepared, uniq)
+            num_parts.append(nums)
+            num_sizes.append(np.diff(num_off))
+            index[found] = done + inverse
+            done += len(uniq)
+    hashes, offsets = _concat_sets(parts, sizes)
+    numbers = _concat_sets(num_parts, num_sizes, np.uint64)
+    return EarlierText(hashes, offsets, index, why, numbers, read, time.perf_counter() - started)
+
+
+def _concat_sets(parts: list[np.ndarray], sizes: list[np.ndarray], dtype=np.uint32) -> tuple[np.ndarray, np.ndarray]:
+    size = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
+    offsets = np.zeros(len(size) + 1, np.int64)
+    np.cumsum(size, out=offsets[1:])
+    return np.concatenate([np.empty(0, dtype), *parts]).astype(dtype, copy=False), offsets
+
+
+def _gather(sets: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sets of ``rows`` (values + offsets), in that order."""
+    values, offsets = sets
+    size = offsets[rows + 1] - offsets[rows]
+    starts = np.repeat(offsets[rows] - np.concatenate([[0], np.cumsum(size)[:-1]]), size)
+    out = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(size, out=out[1:])
+    return values[starts + np.arange(int(size.sum()))], out
+
+
+def _join(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    return np.concatenate([a[0], b[0]]), np.concatenate([a[1], a[1][-1] + b[1][1:]]).astype(np.int64)
+
+
+def verify_on_text(
+    row_sets: tuple[np.ndarray, np.ndarray], numbers: tuple[np.ndarray, np.ndarray], rows: np.ndarray,
+    earlier: EarlierText, verifier: Verifier, strict: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The in-batch verifier on (batch row rows[i], earlier document earlier.index[i]) pairs whose
+    earlier text was found: (accepted, Jaccard, covers newer, covers earlier). ``row_sets`` are the
+    shingle sets of ``np.unique(rows)`` in that order, ``numbers`` the batch rows' number sets."""
+    uniq, inverse = np.unique(rows, return_inverse=True)
+    hashes, offsets = _join(row_sets, (earlier.hashes, earlier.offsets))
+    nums = _join(_gather(numbers, uniq), earlier.numbers)
+    earlier_rows = len(uniq) + earlier.index[earlier.index >= 0]
+    return verify_pairs(hashes, offsets, inverse, earlier_rows, verifier, strict, nums)
+
+
 class MinHashLayer(Layer):
     name = "minhash"
+
+    def __init__(self, config) -> None:
+        super().__init__(config)
+        self._stats: dict = {}
 
     @property
     def threshold(self) -> float | None:
@@ -129,16 +260,29 @@ class MinHashLayer(Layer):
         """``earlier_covered`` of registered signatures by the batch's ``rows``."""
         return earlier_covered(sig_earlier, rows, *sets, hasher)
 
+    def sets_of(self, rows: np.ndarray, sets: tuple[np.ndarray, np.ndarray], batch: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        """The shingle sets (hashes, offsets) of the batch's ``rows`` (sorted, unique), in that order."""
+        return _gather(sets, rows)
+
+    def numbers_of(self, batch: pa.Table, ctx: LayerContext) -> tuple[np.ndarray, np.ndarray]:
+        """The rows' number sets (``fingerprint.numbers``), for the facts check."""
+        return number_sets(batch, cache=ctx.near_text)
+
     def in_batch(
         self, keys: np.ndarray, sig: np.ndarray, active: np.ndarray, sets: tuple[np.ndarray, np.ndarray],
-        verifier: Verifier, strict: np.ndarray, batch: pa.Table,
+        verifier: Verifier, strict: np.ndarray, batch: pa.Table, numbers: tuple[np.ndarray, np.ndarray],
     ):  # fmt: skip
         """The in-batch search in batch order (a ``StreamResult``): the earlier kept document wins."""
         cfg = self.config
         return stream_minhash(
             keys, sig, active, cfg.minhash_threshold, cfg.suspect_jaccard_min, sets,
-            exact_floor=VERIFY_FLOOR, verifier=verifier, strict=strict,
+            exact_floor=VERIFY_FLOOR, verifier=verifier, strict=strict, numbers=numbers,
         )  # fmt: skip
+
+    def run(self, batch: pa.Table, ctx: LayerContext) -> LayerOutput:
+        out = super().run(batch, ctx)
+        out.stats.extra.update(self._stats)
+        return out
 
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         cfg = self.config
@@ -152,22 +296,47 @@ class MinHashLayer(Layer):
         batch = set_column(batch, "_minhash", signature_column(sig))
         batch = set_column(batch, "_has_minhash", pa.array(has))
         doc_ids = strings_np(batch, "doc_id")
+        numbers = self.numbers_of(batch, ctx)
 
         decisions = NearDupDecisions(n, ctx.batch_id, doc_ids)
         queries = np.flatnonzero(has)
         hits = ctx.registry.minhash_candidates(ctx.batch_id, keys[queries])
+        self._stats = {}
+        unverified = np.zeros(n, bool)  # rows with a candidate in the text band whose text was not found
         if len(hits):
             rows = queries[hits.query]
             jac = estimated_jaccard(hits.payload["minhash"], sig[rows])
             old_in_new = self.registry_covered(hits.payload["minhash"], rows, sets, hasher, batch)
             covers = (coverage_from_jaccard(jac, old_in_new), old_in_new)
             ok = registry_verifier_of(cfg).accepts(jac, *covers, strict[rows]) & (jac >= VERIFY_FLOOR)
-            decisions.add_registry(queries, hits, jac, ok, ~ok & (jac >= cfg.suspect_jaccard_min), -jac, covers)
-        decisions.add_stream(self.in_batch(keys, sig, has & ~decisions.drop, sets, verifier, strict, batch))
+            how = np.full(len(hits), ON_SIGNATURE, object)
+            band = np.flatnonzero((jac >= VERIFY_FLOOR) & (jac < cfg.minhash_registry_threshold))
+            if len(band):
+                # The signature alone cannot tell a truncated copy from a page of the same template
+                # in this band (docs/near-copies.md): the earlier text settles it.
+                earlier = published_shingle_sets(cfg, hits.doc_id[band], hits.batch_id[band])
+                got = band[earlier.index >= 0]
+                if len(got):
+                    ok_t, jac_t, new_t, old_t = verify_on_text(
+                        self.sets_of(np.unique(rows[got]), sets, batch), numbers, rows[got], earlier, verifier, strict[rows[got]]
+                    )
+                    ok[got], jac[got], covers[0][got], covers[1][got] = ok_t, jac_t, new_t, old_t
+                    how[got] = ON_TEXT
+                lost = band[earlier.index < 0]
+                how[lost] = [f" (signature only: {w})" for w in earlier.why[earlier.index < 0]]
+                unverified[rows[lost]] = True
+                self._stats = {
+                    "registry_verified_on_text": len(got), "registry_text_missing": len(lost),
+                    "partitions_read": earlier.partitions_read, "text_read_seconds": round(earlier.seconds, 3),
+                }  # fmt: skip
+            decisions.add_registry(queries, hits, jac, ok, ~ok & (jac >= cfg.suspect_jaccard_min), -jac, covers, how)
+        decisions.add_stream(self.in_batch(keys, sig, has & ~decisions.drop, sets, verifier, strict, batch, numbers))
         dropped = np.flatnonzero(decisions.drop)
         detail = verified_reason(
-            "MinHash", decisions.score[dropped], decisions.covers_newer[dropped], decisions.covers_earlier[dropped]
+            "MinHash", decisions.score[dropped], decisions.covers_newer[dropped], decisions.covers_earlier[dropped],
+            decisions.how[dropped],
         )
         batch, drops = decisions.finish(batch, self.name, higher_is_closer=True, detail=detail)
         empty = np.asarray(batch.column("_empty").to_numpy(), bool)
+        batch = add_reason(batch, unverified & ~decisions.drop, TEXT_MISSING_REASON)
         return add_reason(batch, ~has & ~empty, NO_SHINGLES_REASON), drops

@@ -115,15 +115,29 @@ def shingle_sets(
     return kernels.shingle_hashes(cp, starts, ends, modes, en_words, zh_chars, offsets), offsets
 
 
+def number_sets(
+    batch: pa.Table, rows: np.ndarray | None = None, cache: NearText | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The numbers (``fingerprint.numbers``) of ``rows`` of ``batch`` (all rows: None), hashes + offsets."""
+    from dedup_tasks.fingerprint.numbers import number_hashes
+
+    sub = batch if rows is None else batch.take(pa.array(np.asarray(rows, np.int64)))
+    cp, starts, ends, _ = near_text_spans(sub, kernels.CHARS, cache=cache)
+    return number_hashes(cp, np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+
+
 def verified_reason(
-    layer_text: str | pa.Array, jaccard: np.ndarray, covers_newer: np.ndarray, covers_earlier: np.ndarray
+    layer_text: str | pa.Array, jaccard: np.ndarray, covers_newer: np.ndarray, covers_earlier: np.ndarray,
+    how: np.ndarray | None = None,
 ) -> pa.Array:
     """The reason of a verified near-duplicate drop (one per row), in one place for both layers:
-    "MinHash, J~0.62, covers 0.97 of newer / 0.95 of earlier (verified)". Built with Arrow's string
-    kernels like ``drop_reasons``; a row without scores is null (the generic wording applies)."""
+    "MinHash, J~0.62, covers 0.97 of newer / 0.95 of earlier (verified)". ``how`` (per row, None: on
+    the text) replaces " (verified)" where a registry candidate was judged on its signature. Built with
+    Arrow's string kernels like ``drop_reasons``; a row without scores is null (the generic wording applies)."""
+    tail = " (verified)" if how is None else pa.array(how, pa.string()).fill_null(" (verified)")
     return pc.binary_join_element_wise(
         layer_text, ", J~", fixed_text(jaccard, 2), ", covers ", fixed_text(covers_newer, 2), " of newer / ",
-        fixed_text(covers_earlier, 2), " of earlier (verified)", "",
+        fixed_text(covers_earlier, 2), " of earlier", tail, "",
     )
 
 
@@ -143,11 +157,12 @@ class NearDupDecisions:
         self.score = np.full(n, np.nan)
         self.covers_newer = np.full(n, np.nan)
         self.covers_earlier = np.full(n, np.nan)
+        self.how = np.full(n, None, object)  # registry drops: the evidence (verified_reason's ``how``)
         self._near: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
     def add_registry(
         self, queries: np.ndarray, hits, score: np.ndarray, ok: np.ndarray, near: np.ndarray, rank: np.ndarray,
-        covers: tuple[np.ndarray, np.ndarray] | None = None,
+        covers: tuple[np.ndarray, np.ndarray] | None = None, how: np.ndarray | None = None,
     ) -> None:
         """Registry candidates of rows ``queries``: drop on the best ``ok`` one, remember ``near`` ones."""
         if not len(hits):
@@ -161,6 +176,8 @@ class NearDupDecisions:
         if covers is not None:
             self.covers_newer[rows] = covers[0][best[with_hit]]
             self.covers_earlier[rows] = covers[1][best[with_hit]]
+        if how is not None:
+            self.how[rows] = how[best[with_hit]]
         self._near.append((queries[hits.query[near]], hits.doc_id[near], hits.batch_id[near], score[near]))
 
     def add_stream(self, result) -> None:

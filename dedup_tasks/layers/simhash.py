@@ -29,6 +29,7 @@ from dedup_tasks.layers.near import (
     NearDupDecisions,
     chunks,
     near_text_spans,
+    number_sets,
     shingle_sets,
     strict_rows,
     text_lengths,
@@ -80,7 +81,10 @@ class SimHashLayer(Layer):
         hashes, offsets = shingle_sets(
             batch, involved, cfg.zh_shingle_chars, cfg.en_shingle_words, cfg.en_shingles == "chars", ctx.near_text
         )
-        return verify_pairs(hashes, offsets, inverse[: len(newer)], inverse[len(newer) :], verifier_of(cfg), strict)
+        return verify_pairs(
+            hashes, offsets, inverse[: len(newer)], inverse[len(newer) :], verifier_of(cfg), strict,
+            number_sets(batch, involved, ctx.near_text),
+        )  # fmt: skip
 
     name = "simhash"
 

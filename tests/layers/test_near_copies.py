@@ -7,6 +7,7 @@ the pairs are chosen so that the rule under test decides them (the asserts state
 from __future__ import annotations
 
 import random
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -19,11 +20,12 @@ from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.candidates import Verifier, pair_overlap
 from dedup_tasks.fingerprint.hashing import codepoints, shingle_hash32
 from dedup_tasks.fingerprint.minhash import MinHasher, coverage_from_jaccard, earlier_covered
+from dedup_tasks.io import BatchPaths
 from dedup_tasks.layers.minhash import minhash_rows
 from dedup_tasks.layers.simhash import simhash_rows
 from dedup_tasks.normalize.text import token_text
 from dedup_tasks.normalize.tokens import shingles
-from dedup_tasks.pipeline import prepare, run_batch
+from dedup_tasks.pipeline import prepare, publish, run_batch
 from dedup_tasks.registry.base import MemoryRegistry
 from tests.conftest import BASE_TIME, make_batch
 
@@ -141,11 +143,13 @@ def test_truncated_copy_with_typos_is_dropped_with_the_verifiers_scores(en_artic
         assert 0.45 <= got["score"] < 0.8
 
 
-def test_registry_candidates_are_verified_on_the_signatures(en_articles):
+def test_registry_candidates_fall_back_to_the_signatures_without_a_published_partition(en_articles, tmp_path):
+    # Nothing was published under this root: the earlier text cannot be read, the signature decides.
+    config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path))
     art = long_article(en_articles, 300)
     words = art["text"].split()
     registry = MemoryRegistry()
-    decisions([{"doc_id": "orig", "url": "https://a.com/1", "title": art["title"], "content": art["text"]}], registry)
+    decisions([{"doc_id": "orig", "url": "https://a.com/1", "title": art["title"], "content": art["text"]}], registry, config=config)
     copy = " ".join(words[: int(len(words) * 0.7)])  # J ~0.7 on its own, the newer fully covered
     other = long_article(en_articles[50:], 200)
     d = decisions(
@@ -153,11 +157,77 @@ def test_registry_candidates_are_verified_on_the_signatures(en_articles):
             {"doc_id": "copy", "url": "https://b.com/1", "title": art["title"], "content": copy},
             {"doc_id": "other", "url": "https://b.com/2", "title": other["title"], "content": other["text"]},
         ],
-        registry, "2026-12-01T01", BASE_TIME + pd.Timedelta(hours=1),
+        registry, "2026-12-01T01", BASE_TIME + pd.Timedelta(hours=1), config,
     )  # fmt: skip
     assert d["copy"]["action"] == "drop" and d["copy"]["matched_batch_id"] == "2026-12-01T00"
-    assert d["copy"]["layer"] == "minhash" and "(verified)" in d["copy"]["reason"]
+    assert d["copy"]["layer"] == "minhash"
+    assert "(signature only: published partition of batch 2026-12-01T00 not found)" in d["copy"]["reason"]
     assert d["other"]["action"] == "keep"
+
+
+# --- registry candidates verified on the earlier document's published text ---------------------------
+
+
+def run_hours(hours, root, config=None):
+    """Run and publish each hour (rows) under ``root`` against one registry, as the DAG would:
+    per hour the decisions by doc_id and the minhash layer's stats."""
+    config = config or DedupConfig(layers=CONFIG.layers, root=str(root))
+    registry = MemoryRegistry()
+    out = []
+    for h, rows in enumerate(hours):
+        batch_id = f"2026-12-01T{h:02d}"
+        result = run_batch(make_batch(rows, BASE_TIME + pd.Timedelta(hours=h)), batch_id, config, registry)
+        publish(BatchPaths(root, batch_id), result)
+        stats = next(s.extra for s in result.summary.layers if s.layer == "minhash")
+        out.append(({r["doc_id"]: r for r in result.decisions.to_pylist()}, stats))
+    return out
+
+
+def test_truncated_copy_across_hours_is_verified_on_the_earlier_text(en_articles, tmp_path):
+    art = long_article(en_articles, 300)
+    words = art["text"].split()
+    # 60% of the text with 3% of letters wrong: J ~0.5, ~0.85 of the newer covered. Too little for the
+    # signature rule (J >= 0.8, or an estimated coverage >= 0.9), enough for the verifier on the text.
+    copy = typos(" ".join(words[: int(len(words) * 0.6)]), 0.03, seed=2)
+    orig = {"doc_id": "orig", "url": "https://a.com/1", "title": art["title"], "content": art["text"]}
+    newer = {"doc_id": "copy", "url": "https://b.com/1", "title": art["title"], "content": copy}
+    (_, _), (got, stats) = run_hours([[orig], [newer]], tmp_path)
+    d = got["copy"]
+    assert d["action"] == "drop" and d["layer"] == "minhash", d["reason"]
+    assert d["matched_doc_id"] == "orig" and d["matched_batch_id"] == "2026-12-01T00"
+    assert d["reason"].endswith("(verified) to doc orig of batch 2026-12-01T00"), d["reason"]
+    assert 0.45 <= d["score"] < 0.7
+    assert stats["registry_verified_on_text"] >= 1 and stats["partitions_read"] == 1
+
+    # The same pair with the earlier partition deleted: the signature rule alone keeps the copy, and
+    # the keep says why it could not do better.
+    other = tmp_path / "other"
+    config = DedupConfig(layers=CONFIG.layers, root=str(other))
+    registry = MemoryRegistry()
+    publish(BatchPaths(other, "2026-12-01T00"), run_batch(make_batch([orig]), "2026-12-01T00", config, registry))
+    shutil.rmtree(other / "deduped" / "dt=2026-12-01" / "hour=00")
+    result = run_batch(make_batch([newer], BASE_TIME + pd.Timedelta(hours=1)), "2026-12-01T01", config, registry)
+    kept = result.decisions.to_pylist()[0]
+    assert kept["action"] == "keep"
+    assert "published partition or row was not found; judged on its signature only" in kept["reason"]
+    stats = next(s.extra for s in result.summary.layers if s.layer == "minhash")
+    assert stats["registry_text_missing"] >= 1 and stats["registry_verified_on_text"] == 0
+
+
+def test_next_page_of_a_list_article_across_hours_is_kept(en_articles, tmp_path):
+    rng = random.Random(1)
+    # One intro (600 characters of an article) above each page's entries: J ~0.5 between the pages,
+    # each covering ~0.7 of the other, so the pair is settled on the text (passages, not scattered edits).
+    intro = next(a for a in en_articles if len(a["text"]) > 600)["text"][:600]
+    pages = [
+        {"doc_id": f"p{p}", "url": f"https://lists.example.com/rich?page={p}", "title": "Rich list of the year",
+         "content": intro + "\n" + list_page(p, rng)}
+        for p in (1, 2)
+    ]  # fmt: skip
+    (_, _), (got, stats) = run_hours([[pages[0]], [pages[1]]], tmp_path)
+    assert got["p2"]["action"] == "keep", got["p2"]["reason"]
+    # The pair did reach the verifier on the earlier text (not refused on its estimate alone).
+    assert stats.get("registry_verified_on_text", 0) >= 1
 
 
 # --- SimHash drops are verified ----------------------------------------------------------------------
@@ -228,3 +298,69 @@ def test_short_texts_are_held_to_the_strict_rule():
         {"doc_id": "b", "url": "https://s.com/b", "title": "Housing", "content": b},
     ])  # fmt: skip
     assert d["b"]["action"] == "keep"
+
+
+# --- the facts check: reports from one template differ in their figures ------------------------------
+
+_REPORT = (
+    "Chicago Mercantile Exchange floor traders and commission house representatives are guesstimating "
+    "today's hog slaughter at about {0} to {1} head versus {2} week ago and {3} a year ago.\n"
+    "Cattle slaughter is guesstimated at about {4} to {5} head versus {6} week ago and {7} a year ago.\nReuter"
+)
+
+
+def _report(seed: int, changed: int = 8) -> str:
+    """The day's report: the first ``changed`` of its 8 figures differ from day 0's."""
+    day0 = random.Random(0)
+    figures = [f"{day0.randint(100, 300)},{day0.randint(0, 9)}00" for _ in range(8)]
+    rng = random.Random(seed)
+    figures[:changed] = [f"{rng.randint(100, 300)},{rng.randint(0, 9)}00" for _ in range(changed)]
+    return _REPORT.format(*figures)
+
+
+def test_number_frames_tell_changed_figures_from_added_ones():
+    from dedup_tasks.fingerprint.numbers import changed_numbers
+    from dedup_tasks.layers.near import number_sets
+
+    earlier = "slaughter at about 250,000 to 270,000 head versus 249,000 week ago. Reuter"
+    rows = [
+        {"doc_id": "a", "url": "https://a.com/1", "content": earlier},
+        {"doc_id": "b", "url": "https://b.com/1", "content": earlier.replace("250,000", "262,000").replace("249,000", "278,000")},
+        # An inserted sentence brings numbers of its own, in words the earlier does not have.
+        {"doc_id": "c", "url": "https://c.com/1", "content": earlier + " He added 13 and 2.84 pct in 1987."},
+    ]  # fmt: skip
+    nums, offsets = number_sets(prepare(make_batch(rows), CONFIG))
+    assert changed_numbers(nums, offsets, 1, 0) == (2, 3)  # 2 of its 3 framed figures are other values
+    assert changed_numbers(nums, offsets, 2, 0) == (0, 3)  # its own 3 figures keep the copied frames
+    assert changed_numbers(nums, offsets, 0, 0) == (0, 3)
+
+
+@pytest.mark.parametrize("across_hours", [False, True])
+def test_reports_from_one_template_with_other_figures_are_kept(tmp_path, across_hours):
+    # Six of the eight figures change from one day to the next: J ~0.67, each covering ~0.8 of the other.
+    first, second = _report(0, 0), _report(2, 6)
+    pair = [
+        {"doc_id": "monday", "url": "https://a.com/hogs-1", "title": "HOG AND CATTLE SLAUGHTER GUESSTIMATES", "content": first},
+        {"doc_id": "tuesday", "url": "https://b.com/hogs-2", "title": "HOG AND CATTLE SLAUGHTER GUESSTIMATES", "content": second},
+    ]  # fmt: skip
+    hours = [[pair[0]], [pair[1]]] if across_hours else [pair]
+    for facts, expected in ((1, "keep"), (0, "drop")):
+        # facts=0 turns the check off: the pair is covered enough to be dropped without it.
+        config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path / f"f{facts}"), minhash_facts_min_new=facts)
+        got, _ = run_hours(hours, tmp_path / f"f{facts}", config)[-1]
+        assert got["tuesday"]["action"] == expected, (facts, got["tuesday"]["reason"])
+    jac = _exact_jaccard([first, second], "en", "chars")
+    assert 0.45 <= jac < 0.8  # within the band the facts check covers
+
+
+def test_text_reads_are_capped_per_run(en_articles, tmp_path):
+    art = long_article(en_articles, 300)
+    words = art["text"].split()
+    copy = typos(" ".join(words[: int(len(words) * 0.6)]), 0.03, seed=2)
+    orig = {"doc_id": "orig", "url": "https://a.com/1", "title": art["title"], "content": art["text"]}
+    newer = {"doc_id": "copy", "url": "https://b.com/1", "title": art["title"], "content": copy}
+    config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path), minhash_text_max_partitions=0)
+    (_, _), (got, stats) = run_hours([[orig], [newer]], tmp_path, config)
+    # No partition may be read: the signature rule keeps the copy, and the keep says so.
+    assert got["copy"]["action"] == "keep" and "judged on its signature only" in got["copy"]["reason"]
+    assert stats["partitions_read"] == 0 and stats["registry_text_missing"] >= 1

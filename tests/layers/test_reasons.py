@@ -18,8 +18,9 @@ PATTERNS = {
     # Near-copy drops carry the verifier's scores (#17): the Jaccard estimate and the coverage both ways.
     "simhash": r"^SimHash distance (\d+) <= (\d+), J~\d\.\d\d, covers \d\.\d\d of newer / \d\.\d\d of earlier"
     r" \(verified\) to doc (\S+) of batch (\S+)",
-    "minhash": r"^MinHash, J~(\d\.\d\d), covers \d\.\d\d of newer / \d\.\d\d of earlier \(verified\)"
-    r" to doc (\S+) of batch (\S+)",
+    # A registered candidate: on its published text "(verified)", else on its signature (and why).
+    "minhash": r"^MinHash, J~(\d\.\d\d), covers \d\.\d\d of newer / \d\.\d\d of earlier"
+    r" \((?:verified|verified on its signature|signature only: [^)]+)\) to doc (\S+) of batch (\S+)",
 }
 KINDS = {"url": "exact", "exact": "exact", "simhash": "hamming_distance", "minhash": "jaccard_estimate"}
 
