@@ -1,5 +1,6 @@
 """Registry benchmark: one 100,000-document batch against a registry holding N documents.
 
+    python -m bench registry --curve 10000000,25000000,50000000 --db-url URL   (bench/registry_blocks.py)
     python -m bench registry [--docs 10000000] [--batch 100000] [--db-url URL | --root DIR]
                              [--reuse] [--recent-docs N] [--fill-recent N] [--no-warmup] [--no-compact]
 
@@ -344,6 +345,12 @@ def _rss_mb() -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[2:] if argv is None else list(argv)
+    if any(a == "--curve" or a.startswith("--curve=") for a in args_in):
+        # The block layout's MinHash curve at 10M..50M (schema 5): bench/registry_blocks.py.
+        from bench.registry_blocks import main as curve_main
+
+        return curve_main(args_in)
     parser = argparse.ArgumentParser(prog="python -m bench registry", description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=10_000_000, help="documents registered before the batch")
     parser.add_argument("--batch", type=int, default=BATCH_DOCS, help="documents in the timed batch")

@@ -53,13 +53,17 @@ def truncated(keys: np.ndarray, bits: int) -> np.ndarray:
     return np.asarray(keys, np.uint64) >> np.uint64(32 - bits)
 
 
-def build_blocks(keys: np.ndarray, seqs: np.ndarray, bits: int) -> dict[str, object]:
-    """Block rows (shard, bucket, seq_base, n, entries) of one run, in (bucket) order."""
+def build_blocks(keys: np.ndarray, seqs: np.ndarray, bits: int, *, presorted: bool = False) -> dict[str, object]:
+    """Block rows (shard, bucket, seq_base, n, entries) of one run, in (bucket) order.
+
+    presorted: `keys` are already in ascending order (the benchmark's direct load).
+    """
     keys = np.asarray(keys, np.uint64)
     seqs = np.asarray(seqs, np.int64)
+    if not presorted:
+        order = np.argsort(truncated(keys, bits), kind="stable")
+        keys, seqs = keys[order], seqs[order]
     bucket, rem = split_key(keys, bits)
-    order = np.lexsort((seqs, rem, bucket))
-    bucket, rem, seqs = bucket[order], rem[order], seqs[order]
     n = len(bucket)
     if n == 0:
         return {"shard": np.empty(0, np.int16), "bucket": np.empty(0, np.int64), "seq_base": np.empty(0, np.int64),
@@ -93,22 +97,6 @@ def build_blocks(keys: np.ndarray, seqs: np.ndarray, bits: int) -> dict[str, obj
 
 
 @njit(cache=True)
-def _parse(buf, counts_only):
-    # Binary COPY rows of (int8 run, int8 bucket, int8 seq_base, bytea entries).
-    pos = 19
-    end = len(buf) - 2
-    nblocks = 0
-    nentries = 0
-    while pos < end:
-        pos += 2 + 3 * 12
-        length = (np.int64(buf[pos]) << 24) | (np.int64(buf[pos + 1]) << 16) | (np.int64(buf[pos + 2]) << 8) | np.int64(buf[pos + 3])
-        pos += 4 + length
-        nblocks += 1
-        nentries += length // 8
-    return nblocks, nentries
-
-
-@njit(cache=True)
 def _be8(buf, pos):
     v = np.uint64(0)
     for i in range(8):
@@ -122,22 +110,41 @@ def _be4(buf, pos):
         np.uint64(buf[pos + 2]) << np.uint64(8)) | np.uint64(buf[pos + 3])
 
 
+# Binary COPY rows of (int8 tag, int8 key, int8 run, int8 bucket, int8 seq_base, bytea entries): a
+# field is a 4-byte length and the value; a row starts with a 2-byte field count.
+_HEAD = 2 + 5 * 12
+
+
 @njit(cache=True)
-def _decode(buf, nentries, run, tkey, seq):
+def _count(buf):
+    pos = 19
+    end = len(buf) - 2
+    n = 0
+    while pos < end:
+        pos += _HEAD
+        length = np.int64(_be4(buf, pos))
+        pos += 4 + length
+        n += length // 8
+    return n
+
+
+@njit(cache=True)
+def _decode(buf, tag, key, run, tkey, seq):
     pos = 19
     end = len(buf) - 2
     k = 0
     while pos < end:
-        pos += 2 + 4
-        r = np.int64(_be8(buf, pos))
-        pos += 12
-        b = _be8(buf, pos)
-        pos += 12
-        base = np.int64(_be8(buf, pos))
-        pos += 8
+        t = np.int64(_be8(buf, pos + 6))
+        q = _be8(buf, pos + 18)
+        r = np.int64(_be8(buf, pos + 30))
+        b = _be8(buf, pos + 42)
+        base = np.int64(_be8(buf, pos + 54))
+        pos += _HEAD
         length = np.int64(_be4(buf, pos))
         pos += 4
         for j in range(length // 8):
+            tag[k] = t
+            key[k] = q
             run[k] = r
             tkey[k] = (b << np.uint64(32)) | _be4(buf, pos + 8 * j)
             seq[k] = base + np.int64(_be4(buf, pos + 8 * j + 4))
@@ -145,15 +152,19 @@ def _decode(buf, nentries, run, tkey, seq):
         pos += length
 
 
-def decode_copy(raw: memoryview | bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(run, truncated key, seq) of every entry of the blocks in a binary COPY of
-    `SELECT run, bucket, seq_base, entries`."""
+def decode_copy(raw: memoryview | bytes) -> dict[str, np.ndarray]:
+    """Every entry of the blocks in a binary COPY of
+    `SELECT tag, key, run, bucket, seq_base, entries` (all int8 but entries): per entry the row's tag
+    and key (what the caller probed with), the run, the stored truncated key and the seq."""
     buf = np.frombuffer(raw, np.uint8)
-    if len(buf) <= 21:
-        return np.empty(0, np.int64), np.empty(0, np.uint64), np.empty(0, np.int64)
-    _, nentries = _parse(buf, True)
-    run = np.empty(nentries, np.int64)
-    tkey = np.empty(nentries, np.uint64)
-    seq = np.empty(nentries, np.int64)
-    _decode(buf, nentries, run, tkey, seq)
-    return run, tkey, seq
+    n = _count(buf) if len(buf) > 21 else 0
+    out = {
+        "tag": np.empty(n, np.int64),
+        "key": np.empty(n, np.uint64),
+        "run": np.empty(n, np.int64),
+        "tkey": np.empty(n, np.uint64),
+        "seq": np.empty(n, np.int64),
+    }
+    if n:
+        _decode(buf, out["tag"], out["key"], out["run"], out["tkey"], out["seq"])
+    return out

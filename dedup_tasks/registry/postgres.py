@@ -50,7 +50,7 @@ from dedup_tasks.registry._pgio import (
     u16_to_i16,
     u64_to_i64,
 )
-from dedup_tasks.registry.base import CommitResult, Fingerprints, Matches, MemoryRegistry, Registry
+from dedup_tasks.registry.base import CommitResult, Fingerprints, Matches, Registry
 from dedup_tasks.registry.migrate import DEFAULT_SCHEMA, advisory_key, check_version, migrate
 
 log = logging.getLogger(__name__)
@@ -548,48 +548,56 @@ class PostgresRegistry(Registry):
     def _main_band_candidates(
         self, cur: Any, keys: np.ndarray, u_col: np.ndarray, k: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(u, seq) of the main tier's band keys equal (on the bits a run keeps) to `keys`."""
+        """(u, seq) of the main tier's band keys equal (on the bits a run keeps) to `keys`.
+
+        One probe row per key and run. The server returns a block only where its entries contain
+        the key's 32 stored bits (position() over the block's bytes, at any offset), so only blocks
+        with a hit cross the wire; the client then compares the entries at their true offsets.
+        """
         cur.execute("SELECT run, bits FROM minhash_band_runs ORDER BY run")
         runs = cur.fetchall()
         if not runs or len(keys) == 0:
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        shard_parts, run_parts, bucket_parts = [], [], []
+        bits_of = dict(runs)
+        cols: dict[str, list[np.ndarray]] = {"u": [], "k": [], "shard": [], "run": [], "bucket": [], "rem": []}
         for run_id, bits in runs:
-            bucket = np.unique(_bandblocks.split_key(keys, int(bits))[0])
-            shard_parts.append((bucket >> np.uint64(int(bits) - _bandblocks.SHARD_BITS)).astype(np.int16))
-            run_parts.append(np.full(len(bucket), run_id, np.int64))
-            bucket_parts.append(bucket.astype(np.int64))
-        bucket = np.concatenate(bucket_parts)
-        order = np.argsort(bucket, kind="stable")  # the (bucket, run) index's order
+            bucket, rem = _bandblocks.split_key(keys, int(bits))
+            cols["u"].append(u_col)
+            cols["k"].append(u64_to_i64(keys))
+            cols["shard"].append((bucket >> np.uint64(int(bits) - _bandblocks.SHARD_BITS)).astype(np.int16))
+            cols["run"].append(np.full(len(keys), run_id, np.int64))
+            cols["bucket"].append(bucket.astype(np.int64))
+            cols["rem"].append(rem.astype(">u4").view(np.uint8).reshape(-1, 4))
+        c = {name: np.concatenate(parts) for name, parts in cols.items()}
+        order = np.argsort(c["bucket"], kind="stable")  # the (bucket, run) index's order
         probe = f"_probe_blk{k}"
         cur.execute(
-            f"CREATE TEMP TABLE {probe} (shard int2 NOT NULL, run int8 NOT NULL, bucket int8 NOT NULL) ON COMMIT DROP"
+            f"CREATE TEMP TABLE {probe} (u int8 NOT NULL, k int8 NOT NULL, shard int2 NOT NULL, run int8 NOT NULL,"
+            " bucket int8 NOT NULL, rem bytea NOT NULL) ON COMMIT DROP"
         )
         copy_in(
             cur,
             probe,
-            ["shard", "run", "bucket"],
-            [("int2", np.concatenate(shard_parts)[order]), ("int8", np.concatenate(run_parts)[order]), ("int8", bucket[order])],
-        )
+            ["u", "k", "shard", "run", "bucket", "rem"],
+            [("int8", c["u"][order]), ("int8", c["k"][order]), ("int2", c["shard"][order]),
+             ("int8", c["run"][order]), ("int8", c["bucket"][order]), ("bytea", c["rem"][order])],
+        )  # fmt: skip
         cur.execute(f"ANALYZE {probe}")
         out = io.BytesIO()
         cur.copy_expert(
-            f"COPY (SELECT b.run, b.bucket, b.seq_base, b.entries FROM {probe} p JOIN minhash_bands_main b"
-            " ON b.bucket = p.bucket AND b.run = p.run AND b.shard = p.shard) TO STDOUT (FORMAT binary)",
+            f"COPY (SELECT p.u, p.k, b.run, b.bucket, b.seq_base, b.entries FROM {probe} p JOIN minhash_bands_main b"
+            " ON b.bucket = p.bucket AND b.run = p.run AND b.shard = p.shard WHERE position(p.rem IN b.entries) > 0)"
+            " TO STDOUT (FORMAT binary)",
             out,
         )
-        e_run, e_tkey, e_seq = _bandblocks.decode_copy(out.getbuffer())
-        us, seqs = [], []
-        for run_id, bits in runs:
-            mine = np.flatnonzero(e_run == run_id)
-            if len(mine) == 0:
-                continue
-            q, s = MemoryRegistry._join(_bandblocks.truncated(keys, int(bits)), e_tkey[mine])
-            us.append(u_col[q])
-            seqs.append(e_seq[mine[s]])
-        if not us:
+        e = _bandblocks.decode_copy(out.getbuffer())
+        if len(e["seq"]) == 0:
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        return np.concatenate(us).astype(np.int64), np.concatenate(seqs).astype(np.int64)
+        shift = np.array([32 - int(bits_of[r]) for r in e["run"]], np.uint64) if len(runs) > 1 else np.uint64(
+            32 - int(runs[0][1])
+        )
+        hit = (e["key"] >> shift) == e["tkey"]
+        return e["tag"][hit], e["seq"][hit]
 
     # ---- Bloom filter ---------------------------------------------------------------------------
     def _synced_bloom(self, cur: Any) -> bloom_mod.PersistedBloom:
@@ -1174,11 +1182,12 @@ class PostgresRegistry(Registry):
         for run_id in runs:
             out = io.BytesIO()
             cur.copy_expert(
-                "COPY (SELECT run, bucket, seq_base, entries FROM minhash_bands_main"
+                "COPY (SELECT 0::int8, 0::int8, run, bucket, seq_base, entries FROM minhash_bands_main"
                 f" WHERE run = {int(run_id)}) TO STDOUT (FORMAT binary)",
                 out,
             )
-            _, tkey, seq = _bandblocks.decode_copy(out.getbuffer())
+            e = _bandblocks.decode_copy(out.getbuffer())
+            tkey, seq = e["tkey"], e["seq"]
             # Only the top bits + 32 of a key are stored: the merged run takes the fewest bits.
             keys_parts.append(tkey << np.uint64(32 - int(bits_of[run_id])))
             seq_parts.append(seq)

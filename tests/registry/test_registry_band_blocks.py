@@ -24,12 +24,15 @@ def test_blocks_round_trip_and_split_crowded_buckets():
     assert (blocks["shard"] == (blocks["bucket"] >> (bits - 8))).all()
     # What the server sends back for `SELECT run, bucket, seq_base, entries`.
     nblocks = len(blocks["n"])
+    tags = np.arange(nblocks, dtype=np.int64) * 3
     raw = encode_binary_copy(
-        [("int8", np.full(nblocks, 7)), ("int8", blocks["bucket"]), ("int8", blocks["seq_base"]), ("varbytea", blocks["entries"])]
-    )
-    run, tkey, seq = _bandblocks.decode_copy(raw)
-    assert (run == 7).all()
-    got = sorted(zip(tkey.tolist(), seq.tolist(), strict=True))
+        [("int8", tags), ("int8", tags + 1), ("int8", np.full(nblocks, 7)), ("int8", blocks["bucket"]),
+         ("int8", blocks["seq_base"]), ("varbytea", blocks["entries"])]
+    )  # fmt: skip
+    e = _bandblocks.decode_copy(raw)
+    assert (e["run"] == 7).all() and (e["tag"] == np.repeat(tags, blocks["n"])).all()
+    assert (e["key"] == e["tag"] + 1).all()
+    got = sorted(zip(e["tkey"].tolist(), e["seq"].tolist(), strict=True))
     want = sorted(zip(_bandblocks.truncated(keys, bits).tolist(), seqs.tolist(), strict=True))
     assert got == want
 
