@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -247,15 +248,37 @@ def main(argv: list[str] | None = None) -> int:
                  ("bytea", sample_sig.astype("<u4").view(np.uint8)), ("int2", np.zeros(SAMPLE, np.int16))],
             )  # fmt: skip
             loaded = SAMPLE
-        load_signatures(cur, loaded + 1, docs + 1, rng, log)
-        loaded = docs
-        step["signature_load_seconds"] = time.perf_counter() - t0
+        # Signatures on a second connection while this one writes the band blocks (two server processes).
+        conn.commit()
         conn.autocommit = True
         cur.execute("ALTER TABLE minhash_signatures DROP CONSTRAINT IF EXISTS minhash_signatures_pkey")
+        conn.autocommit = False
+        sig_rng = np.random.default_rng([args.seed, docs])
+        errors: list[BaseException] = []
+
+        def signatures(lo: int = loaded + 1, hi: int = docs + 1, sig_rng: Any = sig_rng, errors: list = errors) -> None:
+            try:
+                c2 = psycopg2.connect(args.db_url)
+                with c2.cursor() as cur2:
+                    cur2.execute(f'SET search_path TO "{args.schema}"')
+                    cur2.execute("SET synchronous_commit = off")
+                    load_signatures(cur2, lo, hi, sig_rng, log)
+                c2.close()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                errors.append(exc)
+
+        loader = threading.Thread(target=signatures)
+        loader.start()
+        step["band_run"] = write_band_run(cur, docs, sample_keys, rng, log)
+        loader.join()
+        if errors:
+            raise errors[0]
+        loaded = docs
+        step["signature_and_block_load_seconds"] = time.perf_counter() - t0
+        conn.autocommit = True
         cur.execute("SET maintenance_work_mem = '1GB'")
         cur.execute("ALTER TABLE minhash_signatures ADD PRIMARY KEY (seq, tier)")
         conn.autocommit = False
-        step["band_run"] = write_band_run(cur, docs, sample_keys, rng, log)
         conn.autocommit = True
         for table in ("minhash_signatures_main", "minhash_bands_main"):
             cur.execute(f"VACUUM (ANALYZE) {table}")
