@@ -1,7 +1,7 @@
 """Registry benchmark of the MinHash layer in the block layout (schema 5) at 10M..50M documents.
 
     python -m bench registry --curve 10000000,25000000,50000000 --db-url URL [--batch 100000]
-                             [--hour-batches 10] [--schema bench_blocks] [--keep]
+                             [--hour-batches 10] [--schema bench_blocks] [--keep] [--resume]
 
 For each size N (ascending, the registry grows from one to the next): loads the documents' MinHash
 signatures (128 x uint32, what the verifier reads) into minhash_signatures_main and writes the main
@@ -202,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hour-batches", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", action="store_true", help="keep the schema at the end")
+    parser.add_argument("--resume", action="store_true", help="grow a schema kept by an earlier --keep run")
     parser.add_argument("--out", type=Path, default=RESULTS / "registry-blocks.json")
     args = parser.parse_args(argv)
     curve = [int(x) for x in args.curve.split(",")]
@@ -210,9 +211,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
     conn = psycopg2.connect(args.db_url)
-    with conn.cursor() as cur:
-        cur.execute(f'DROP SCHEMA IF EXISTS "{args.schema}" CASCADE')
-    conn.commit()
+    if not args.resume:
+        with conn.cursor() as cur:
+            cur.execute(f'DROP SCHEMA IF EXISTS "{args.schema}" CASCADE')
+        conn.commit()
     migrate(conn, args.schema)
     cur = conn.cursor()
     cur.execute(f'SET search_path TO "{args.schema}"')
@@ -231,9 +233,11 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     sample_sig = rng.integers(0, 2**32, (SAMPLE, NUM_PERM), dtype=np.uint32)
     sample_keys = hasher.band_keys(sample_sig)
-    loaded = 0
+    # --resume: continue from the documents a kept run loaded (same seed: the same sample).
+    cur.execute("SELECT coalesce(max(seq), 0) FROM minhash_signatures_main")
+    loaded = int(cur.fetchone()[0])
     # The signatures' primary key is built after each load (faster than maintaining it).
-    cur.execute("ALTER TABLE minhash_signatures DROP CONSTRAINT minhash_signatures_pkey")
+    cur.execute("ALTER TABLE minhash_signatures DROP CONSTRAINT IF EXISTS minhash_signatures_pkey")
     conn.commit()
     for docs in curve:
         step: dict[str, Any] = {"docs": docs}
