@@ -1,5 +1,6 @@
 """Registry benchmark: one 100,000-document batch against a registry holding N documents.
 
+    python -m bench registry --curve 10000000,25000000,50000000 --db-url URL   (bench/registry_blocks.py)
     python -m bench registry [--docs 10000000] [--batch 100000] [--db-url URL | --root DIR]
                              [--reuse] [--recent-docs N] [--fill-recent N] [--no-warmup] [--no-compact]
 
@@ -40,6 +41,7 @@ import numpy as np
 import psycopg2
 
 from dedup_tasks.fingerprint.minhash import MinHasher
+from dedup_tasks.registry import _bandblocks
 from dedup_tasks.registry import bloom as bloom_mod
 from dedup_tasks.registry._pgio import copy_in, u16_to_i16, u64_to_i64
 from dedup_tasks.registry.base import Fingerprints
@@ -113,6 +115,7 @@ def load(
 
     rng = np.random.default_rng(seed)
     sample_rows: list[dict[str, np.ndarray]] = []
+    main_bands: list[tuple[np.ndarray, np.ndarray]] = []
     t0 = time.perf_counter()
     timings = {"generate": 0.0, "copy": 0.0}
     main_docs = docs - recent_docs
@@ -185,22 +188,44 @@ def load(
                 *tier_col,
             ],
         )
-        copy_in(
-            cur,
-            target["minhash_bands"],
-            ["bucket", "seq", "band", *tier_name],
-            [
-                ("int8", u(data["bands"].ravel())),
-                ("int8", np.repeat(seq, BANDS)),
-                ("int2", np.tile(np.arange(BANDS, dtype=np.int16), n)),
-                *([("int2", np.zeros(n * BANDS, np.int16))] if tier == 0 else []),
-            ],
-        )
+        if tier == 0:
+            # The main tier's band keys are blocks (schema 5): written as one run after the loop.
+            main_bands.append((data["bands"].ravel(), np.repeat(seq, BANDS)))
+        else:
+            copy_in(
+                cur,
+                "minhash_bands",
+                ["bucket", "seq", "band"],
+                [
+                    ("int8", u(data["bands"].ravel())),
+                    ("int8", np.repeat(seq, BANDS)),
+                    ("int2", np.tile(np.arange(BANDS, dtype=np.int16), n)),
+                ],
+            )
         conn.commit()
         timings["copy"] += time.perf_counter() - c0
         done = start + n
         log(f"loaded {done:,}/{docs:,} docs ({time.perf_counter() - t0:.0f} s)")
 
+    if main_bands:
+        keys = np.concatenate([k for k, _ in main_bands])
+        seqs = np.concatenate([q for _, q in main_bands])
+        del main_bands[:]
+        bits = _bandblocks.run_bits(len(keys))
+        blocks = _bandblocks.build_blocks(keys, seqs, bits)
+        nb = len(blocks["n"])
+        copy_in(
+            cur,
+            "minhash_bands_main",
+            ["shard", "run", "bucket", "seq_base", "n", "entries"],
+            [("int2", blocks["shard"]), ("int8", np.ones(nb, np.int64)), ("int8", blocks["bucket"]),
+             ("int8", blocks["seq_base"]), ("int4", blocks["n"]), ("varbytea", blocks["entries"])],
+        )  # fmt: skip
+        cur.execute(
+            "INSERT INTO minhash_band_runs (run, bits, entries, blocks) VALUES (1, %s, %s, %s)", (bits, len(keys), nb)
+        )
+        del keys, seqs, blocks
+        conn.commit()
     n_batches = (docs + BATCH_DOCS - 1) // BATCH_DOCS
     for b in range(n_batches):
         lo, hi = b * BATCH_DOCS + 1, min(docs, (b + 1) * BATCH_DOCS)
@@ -223,7 +248,7 @@ def load(
         log(f"index {name}: {time.perf_counter() - t:.0f} s")
     timings["indexes"] = time.perf_counter() - i0
     v0 = time.perf_counter()
-    for table in tables:
+    for table in (*tables, "minhash_bands_main"):
         cur.execute(f"VACUUM (ANALYZE) {table}")
     timings["vacuum_analyze"] = time.perf_counter() - v0
     conn.autocommit = False
@@ -344,6 +369,12 @@ def _rss_mb() -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[2:] if argv is None else list(argv)
+    if any(a == "--curve" or a.startswith("--curve=") for a in args_in):
+        # The block layout's MinHash curve at 10M..50M (schema 5): bench/registry_blocks.py.
+        from bench.registry_blocks import main as curve_main
+
+        return curve_main(args_in)
     parser = argparse.ArgumentParser(prog="python -m bench registry", description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=10_000_000, help="documents registered before the batch")
     parser.add_argument("--batch", type=int, default=BATCH_DOCS, help="documents in the timed batch")

@@ -44,7 +44,7 @@ def _encode_parts(columns: Sequence[tuple[str, Any]]) -> list[memoryview]:
     """Rows for `COPY ... FROM STDIN (FORMAT binary)`, built column-wise.
 
     Each column is (kind, values): kind is int2/int4/int8/float8 (1-D numeric array), bytea (2-D uint8
-    array, one fixed-width value per row) or text (sequence of str). NULLs are not supported: the
+    array, one fixed-width value per row), text (sequence of str) or varbytea (pyarrow binary array). NULLs are not supported: the
     registry's columns are all NOT NULL.
 
     A row is runs of fixed-width fields (numpy structured arrays, big-endian) separated by text values;
@@ -76,11 +76,15 @@ def _encode_parts(columns: Sequence[tuple[str, Any]]) -> list[memoryview]:
             fields.extend([(f"l{j}", ">i4"), (f"v{j}", np.uint8, (data.shape[1],))])
             values[f"l{j}"] = data.shape[1]
             values[f"v{j}"] = data
-        elif kind == "text":
-            arr = column if isinstance(column, pa.Array) else pa.array(column, type=pa.large_string())
-            arr = arr.cast(pa.large_string())
+        elif kind in ("text", "varbytea"):
+            # varbytea: a pyarrow (large_)binary array of variable-length bytea values.
+            if kind == "text":
+                arr = column if isinstance(column, pa.Array) else pa.array(column, type=pa.large_string())
+                arr = arr.cast(pa.large_string())
+            else:
+                arr = column.cast(pa.large_binary())
             if arr.null_count:
-                raise ValueError("text column contains nulls")
+                raise ValueError(f"{kind} column contains nulls")
             fields.append((f"l{j}", ">i4"))
             values[f"l{j}"] = pc.binary_length(arr).to_numpy(zero_copy_only=False)
             close_run()

@@ -99,13 +99,14 @@ def check_version(conn: Any, schema: str = DEFAULT_SCHEMA, *, require_current: b
     return version
 
 
-def migrate(conn: Any, schema: str = DEFAULT_SCHEMA) -> list[int]:
+def migrate(conn: Any, schema: str = DEFAULT_SCHEMA, *, target: int | None = None) -> list[int]:
     """Apply the missing migrations to `schema` (created if absent); return the versions applied.
 
     Idempotent: running it again applies nothing. Refuses (RegistryVersionError) a registry whose
-    version is newer than this code.
+    version is newer than this code. `target`: stop at that version (tests of a migration fill a
+    registry under the schema before it).
     """
-    migrations = available_migrations()
+    migrations = [m for m in available_migrations() if target is None or m.version <= target]
     was_autocommit = conn.autocommit
     conn.autocommit = True
     ident = sql.Identifier(schema)

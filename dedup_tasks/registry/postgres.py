@@ -24,6 +24,7 @@ for lookups in flight, and lookups that start later wait for the compaction to c
 
 from __future__ import annotations
 
+import io
 import logging
 import threading
 import time
@@ -37,7 +38,7 @@ import psycopg2
 import pyarrow as pa
 from psycopg2 import sql
 
-from dedup_tasks.registry import _bandjoin
+from dedup_tasks.registry import _bandblocks, _bandjoin
 from dedup_tasks.registry import bloom as bloom_mod
 from dedup_tasks.registry._pgio import (
     copy_in,
@@ -56,6 +57,12 @@ log = logging.getLogger(__name__)
 
 LAYERS = ("url", "exact", "simhash", "minhash")
 TABLES = ("url_keys", "content_hashes", "simhashes", "minhash_signatures", "minhash_bands")
+# What a lookup reads besides TABLES: the main tier's band blocks and their runs (migration 0005;
+# `minhash_bands` itself is the recent tier's rows only).
+BLOCK_TABLES = ("minhash_bands_main", "minhash_band_runs")
+# Merge the main tier's band runs into one when a compaction leaves more than this many: every
+# lookup reads one block per run and key.
+MAX_MAIN_RUNS = 4
 # Order in which compaction moves each table's rows: its largest index's key, so that the main tier's
 # B-tree takes them leaf by leaf instead of at random.
 _COMPACT_ORDER = {
@@ -63,7 +70,7 @@ _COMPACT_ORDER = {
     "content_hashes": "content_hi",
     "simhashes": "band0, simhash",
     "minhash_signatures": "seq",
-    "minhash_bands": "bucket",
+    "minhash_bands": "bucket",  # rewritten into blocks: _compact_bands
 }
 
 # Planner settings for the lookup joins: a probe table of 1e5..2e6 keys against tables of 1e7..1e8
@@ -167,7 +174,7 @@ class PostgresRegistry(Registry):
                 if repeatable_read:
                     cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                     # Before the first statement that takes the snapshot: see the module docstring.
-                    cur.execute(f"LOCK TABLE {', '.join(TABLES)} IN ACCESS SHARE MODE")
+                    cur.execute(f"LOCK TABLE {', '.join(TABLES + BLOCK_TABLES)} IN ACCESS SHARE MODE")
                     _index_probes_only(cur)
                     if self.lookup_hook is not None:
                         self.lookup_hook(cur)
@@ -456,19 +463,21 @@ class PostgresRegistry(Registry):
     def _minhash_matches(
         self, run: Runner, band_keys: np.ndarray, where: str, params: dict[str, Any]
     ) -> Matches:
+        """Documents sharing a band key, from both tiers, with their signatures.
+
+        Per part (half of the distinct queries): (1) the recent tier's (document, band) rows by an
+        index join; (2) the main tier's blocks, one per run and key (_bandblocks), compared in memory;
+        (3) the (query, seq) candidates of both, COPYed back and joined to minhash_signatures with
+        `where`: a seq without a signature row (a rerun's or a retraction's leftover in a block) drops
+        out there.
+        """
         n_bands = band_keys.shape[1]
         if len(band_keys) == 0 or n_bands == 0:
             return _empty("minhash", self.num_perm)
         rows_view = np.ascontiguousarray(band_keys).view(np.dtype((np.void, 8 * n_bands))).ravel()
         _, first, inv = np.unique(rows_view, return_index=True, return_inverse=True)
-        uniq = band_keys[first]
-        bucket = u64_to_i64(np.ascontiguousarray(uniq).ravel())
-        order = np.argsort(bucket, kind="stable")
-        u_col = np.repeat(np.arange(len(uniq)), n_bands)[order]
-        band_col = np.tile(np.arange(n_bands), len(uniq))[order]
-        bucket = bucket[order]
-        # Two parts: the lower and upper halves of the bucket range, each walking its half of the index.
-        halves = np.array_split(np.arange(len(bucket)), 2)
+        uniq = np.ascontiguousarray(band_keys[first], dtype=np.uint64)
+        halves = np.array_split(np.arange(len(uniq)), 2)
         schema = [
             ("u", pa.int64()),
             ("seq", pa.int64()),
@@ -478,8 +487,15 @@ class PostgresRegistry(Registry):
         ]
 
         def part(cur: Any, k: int) -> pa.Table:
+            us = halves[k]
+            if len(us) == 0:
+                return _empty_table(schema)
+            keys = uniq[us].ravel()
+            u_col = np.repeat(us, n_bands)
+            band_col = np.tile(np.arange(n_bands), len(us))
+            bucket = u64_to_i64(keys)
+            order = np.argsort(bucket, kind="stable")
             probe = f"_probe_mh{k}"
-            rows = halves[k]
             cur.execute(
                 f"CREATE TEMP TABLE {probe} (u int4 NOT NULL, band int2 NOT NULL, bucket int8 NOT NULL) ON COMMIT DROP"
             )
@@ -487,24 +503,39 @@ class PostgresRegistry(Registry):
                 cur,
                 probe,
                 ["u", "band", "bucket"],
-                [("int4", u_col[rows]), ("int2", band_col[rows]), ("int8", bucket[rows])],
+                [("int4", u_col[order]), ("int2", band_col[order]), ("int8", bucket[order])],
             )
             cur.execute(f"ANALYZE {probe}")
+            recent = copy_out_int8(
+                cur,
+                f"SELECT DISTINCT p.u::int8, b.seq FROM {probe} p"
+                " JOIN minhash_bands b ON b.bucket = p.bucket AND b.band = p.band",
+                None,
+                2,
+            )
+            main_u, main_seq = self._main_band_candidates(cur, keys, u_col, k)
+            u = np.concatenate([recent[:, 0], main_u])
+            seq = np.concatenate([recent[:, 1], main_seq])
+            pick = _first_of_pairs(u, seq)
+            if len(pick) == 0:
+                return _empty_table(schema)
+            u, seq = u[pick], seq[pick]
+            order = np.argsort(seq, kind="stable")
+            cand = f"_cand_mh{k}"
+            cur.execute(f"CREATE TEMP TABLE {cand} (u int4 NOT NULL, seq int8 NOT NULL) ON COMMIT DROP")
+            copy_in(cur, cand, ["u", "seq"], [("int4", u[order]), ("int8", seq[order])])
+            cur.execute(f"ANALYZE {cand}")
             return copy_out_table(
                 cur,
-                f"WITH c AS MATERIALIZED (SELECT DISTINCT p.u, b.seq FROM {probe} p"
-                " JOIN minhash_bands b ON b.bucket = p.bucket AND b.band = p.band)"
-                " SELECT c.u, t.seq, t.doc_id, t.batch_id, encode(t.signature, 'hex') AS sig"
-                f" FROM c JOIN minhash_signatures t ON t.seq = c.seq WHERE {where}",
+                "SELECT c.u, t.seq, t.doc_id, t.batch_id, encode(t.signature, 'hex') AS sig"
+                f" FROM {cand} c JOIN minhash_signatures t ON t.seq = c.seq WHERE {where}",
                 params,
                 schema,
             )
 
         res = pa.concat_tables(run([part, part]))
-        u, seq = res.column("u").to_numpy(), res.column("seq").to_numpy()
-        keep = _first_of_pairs(u, seq)  # a document found through bands in both halves counts once
-        rows, query = _expand(u[keep], inv)
-        rows = keep[rows]
+        u = res.column("u").to_numpy()
+        rows, query = _expand(u, inv)
         sig = hex_to_bytes(res.column("sig"), 4 * self.num_perm if len(res) == 0 else None)
         sig = np.ascontiguousarray(sig).view("<u4").astype(np.uint32)
         return Matches(
@@ -513,6 +544,60 @@ class PostgresRegistry(Registry):
             text_column(res, "batch_id")[rows],
             {"minhash": sig[rows]},
         )
+
+    def _main_band_candidates(
+        self, cur: Any, keys: np.ndarray, u_col: np.ndarray, k: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(u, seq) of the main tier's band keys equal (on the bits a run keeps) to `keys`.
+
+        One probe row per key and run. The server returns a block only where its entries contain
+        the key's 32 stored bits (position() over the block's bytes, at any offset), so only blocks
+        with a hit cross the wire; the client then compares the entries at their true offsets.
+        """
+        cur.execute("SELECT run, bits FROM minhash_band_runs ORDER BY run")
+        runs = cur.fetchall()
+        if not runs or len(keys) == 0:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        bits_of = dict(runs)
+        cols: dict[str, list[np.ndarray]] = {"u": [], "k": [], "shard": [], "run": [], "bucket": [], "rem": []}
+        for run_id, bits in runs:
+            bucket, rem = _bandblocks.split_key(keys, int(bits))
+            cols["u"].append(u_col)
+            cols["k"].append(u64_to_i64(keys))
+            cols["shard"].append((bucket >> np.uint64(int(bits) - _bandblocks.SHARD_BITS)).astype(np.int16))
+            cols["run"].append(np.full(len(keys), run_id, np.int64))
+            cols["bucket"].append(bucket.astype(np.int64))
+            cols["rem"].append(rem.astype(">u4").view(np.uint8).reshape(-1, 4))
+        c = {name: np.concatenate(parts) for name, parts in cols.items()}
+        order = np.argsort(c["bucket"], kind="stable")  # the (bucket, run) index's order
+        probe = f"_probe_blk{k}"
+        cur.execute(
+            f"CREATE TEMP TABLE {probe} (u int8 NOT NULL, k int8 NOT NULL, shard int2 NOT NULL, run int8 NOT NULL,"
+            " bucket int8 NOT NULL, rem bytea NOT NULL) ON COMMIT DROP"
+        )
+        copy_in(
+            cur,
+            probe,
+            ["u", "k", "shard", "run", "bucket", "rem"],
+            [("int8", c["u"][order]), ("int8", c["k"][order]), ("int2", c["shard"][order]),
+             ("int8", c["run"][order]), ("int8", c["bucket"][order]), ("bytea", c["rem"][order])],
+        )  # fmt: skip
+        cur.execute(f"ANALYZE {probe}")
+        out = io.BytesIO()
+        cur.copy_expert(
+            f"COPY (SELECT p.u, p.k, b.run, b.bucket, b.seq_base, b.entries FROM {probe} p JOIN minhash_bands_main b"
+            " ON b.bucket = p.bucket AND b.run = p.run AND b.shard = p.shard WHERE position(p.rem IN b.entries) > 0)"
+            " TO STDOUT (FORMAT binary)",
+            out,
+        )
+        e = _bandblocks.decode_copy(out.getbuffer())
+        if len(e["seq"]) == 0:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        shift = np.array([32 - int(bits_of[r]) for r in e["run"]], np.uint64) if len(runs) > 1 else np.uint64(
+            32 - int(runs[0][1])
+        )
+        hit = (e["key"] >> shift) == e["tkey"]
+        return e["tag"][hit], e["seq"][hit]
 
     # ---- Bloom filter ---------------------------------------------------------------------------
     def _synced_bloom(self, cur: Any) -> bloom_mod.PersistedBloom:
@@ -933,7 +1018,7 @@ class PostgresRegistry(Registry):
         conn.autocommit = True
         try:
             with conn.cursor() as cur:
-                for table in tables or TABLES:
+                for table in tables or (*TABLES, "minhash_bands_main"):
                     cur.execute(f"VACUUM {'(ANALYZE) ' if analyze else ''}{table}")
         finally:
             if not conn.closed:
@@ -953,6 +1038,15 @@ class PostgresRegistry(Registry):
                     (table,),
                 )
                 rows, recent, total, heap = cur.fetchone()
+                if table == "minhash_bands":
+                    # The main tier's band keys live in blocks (minhash_bands_main): count keys, not rows.
+                    cur.execute(
+                        "SELECT (SELECT coalesce(sum(entries), 0) FROM minhash_band_runs),"
+                        " sum(pg_total_relation_size(relid))::bigint + pg_total_relation_size('minhash_band_runs'),"
+                        " sum(pg_relation_size(relid))::bigint FROM pg_partition_tree('minhash_bands_main'::regclass)"
+                    )
+                    main_rows, main_total, main_heap = cur.fetchone()
+                    rows, total, heap = rows + int(main_rows), total + main_total, heap + main_heap
                 out[table] = {
                     "rows": int(rows),
                     "recent_rows": int(recent),
@@ -1006,6 +1100,10 @@ class PostgresRegistry(Registry):
                 return {"moved": {}, "seconds": time.perf_counter() - started, "steps": steps}
             t = time.perf_counter()
             for table, order in _COMPACT_ORDER.items():
+                if table == "minhash_bands":
+                    moved[table] = self._compact_bands(cur)
+                    t = mark(f"insert_{table}", t)
+                    continue
                 cols = _columns(cur, table)
                 cur.execute(
                     f"INSERT INTO {table}_main ({cols}, tier) SELECT {cols}, 0 FROM {table}_recent ORDER BY {order}"
@@ -1033,6 +1131,73 @@ class PostgresRegistry(Registry):
         seconds = time.perf_counter() - started
         log.info("registry compacted: %s rows moved to the main tier in %.1f s %s", moved, seconds, steps)
         return {"moved": moved, "seconds": seconds, "steps": steps}
+
+
+    def _compact_bands(self, cur: Any) -> int:
+        """Turn the recent tier's band rows into one new main-tier run; merge the main runs when there
+        are more than MAX_MAIN_RUNS. Returns the band keys moved. Inside compact()'s transaction."""
+        rows = copy_out_int8(cur, "SELECT bucket, seq FROM minhash_bands_recent", None, 2)
+        if len(rows):
+            self._write_run(cur, i64_to_u64(rows[:, 0]), rows[:, 1])
+        cur.execute("SELECT run FROM minhash_band_runs ORDER BY run")
+        runs = [r for (r,) in cur.fetchall()]
+        if len(runs) > MAX_MAIN_RUNS:
+            self._merge_runs(cur, runs)
+        return len(rows)
+
+    def _write_run(self, cur: Any, keys: np.ndarray, seqs: np.ndarray, bits: int | None = None) -> int:
+        """Write band keys as one new main-tier run of blocks; returns its id."""
+        cur.execute("SELECT coalesce(max(run), 0) + 1, coalesce(max(bits), 0) FROM minhash_band_runs")
+        run_id, main_bits = (int(v) for v in cur.fetchone())
+        # A run keeps its keys' top bits + 32 only, so runs can merge without losing bits only into
+        # the fewest bits among them: a new run takes at least the finest existing run's bits.
+        bits = max(_bandblocks.run_bits(len(keys)), main_bits) if bits is None else bits
+        blocks = _bandblocks.build_blocks(keys, seqs, bits)
+        n_blocks = len(blocks["n"])  # type: ignore[arg-type]
+        copy_in(
+            cur,
+            "minhash_bands_main",
+            ["shard", "run", "bucket", "seq_base", "n", "entries"],
+            [
+                ("int2", blocks["shard"]),
+                ("int8", np.full(n_blocks, run_id, np.int64)),
+                ("int8", blocks["bucket"]),
+                ("int8", blocks["seq_base"]),
+                ("int4", blocks["n"]),
+                ("varbytea", blocks["entries"]),
+            ],
+        )
+        cur.execute(
+            "INSERT INTO minhash_band_runs (run, bits, entries, blocks) VALUES (%s, %s, %s, %s)",
+            (run_id, bits, len(keys), n_blocks),
+        )
+        return run_id
+
+    def _merge_runs(self, cur: Any, runs: list[int]) -> None:
+        """Merge main-tier runs into one, dropping entries whose document is gone (reruns, retractions)."""
+        live = np.sort(copy_out_int8(cur, "SELECT seq FROM minhash_signatures", None, 1).ravel())
+        cur.execute("SELECT run, bits FROM minhash_band_runs WHERE run = ANY(%s)", (runs,))
+        bits_of = dict(cur.fetchall())
+        keys_parts, seq_parts = [], []
+        for run_id in runs:
+            out = io.BytesIO()
+            cur.copy_expert(
+                "COPY (SELECT 0::int8, 0::int8, run, bucket, seq_base, entries FROM minhash_bands_main"
+                f" WHERE run = {int(run_id)}) TO STDOUT (FORMAT binary)",
+                out,
+            )
+            e = _bandblocks.decode_copy(out.getbuffer())
+            tkey, seq = e["tkey"], e["seq"]
+            # Only the top bits + 32 of a key are stored: the merged run takes the fewest bits.
+            keys_parts.append(tkey << np.uint64(32 - int(bits_of[run_id])))
+            seq_parts.append(seq)
+        keys, seqs = np.concatenate(keys_parts), np.concatenate(seq_parts)
+        pos = np.searchsorted(live, seqs)
+        alive = (pos < len(live)) & (live[np.minimum(pos, len(live) - 1)] == seqs) if len(live) else np.zeros(len(seqs), bool)
+        cur.execute("DELETE FROM minhash_bands_main WHERE run = ANY(%s)", (runs,))
+        cur.execute("DELETE FROM minhash_band_runs WHERE run = ANY(%s)", (runs,))
+        if alive.any():
+            self._write_run(cur, keys[alive], seqs[alive], min(int(b) for b in bits_of.values()))
 
 
 # ---- helpers --------------------------------------------------------------------------------------

@@ -1,0 +1,338 @@
+"""Registry benchmark of the MinHash layer in the block layout (schema 5) at 10M..50M documents.
+
+    python -m bench registry --curve 10000000,25000000,50000000 --db-url URL [--batch 100000]
+                             [--hour-batches 10] [--schema bench_blocks] [--keep] [--resume]
+
+For each size N (ascending, the registry grows from one to the next): loads the documents' MinHash
+signatures (128 x uint32, what the verifier reads) into minhash_signatures_main and writes the main
+tier's band keys (42 bands of 3 rows, the configured LSH) directly as one run of blocks, shard by
+shard, with numpy-generated keys: uniformly random 64-bit keys, each naming a random registered
+document (42 per document on average), plus the real band keys of a 40,000-document sample whose
+near-copies the timed batches plant. Then times, against N registered documents:
+
+* one 100k-document batch: `minhash_candidates` (5% planted near-copies at Jaccard ~0.8) and the
+  commit of the documents it keeps (all layers' rows into the recent tier);
+* a 1M-document hour: ten such batches, lookups + commit each, the recent tier growing;
+
+and reports bytes per document of the band blocks and the signatures. The recent tier and the timed
+batches are removed before the next size, so each size starts from the same state. URL, exact and
+SimHash lookups are not part of this run (their tables are not loaded; see docs/registry.md).
+Writes bench/results/registry-blocks.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg2
+
+from dedup_tasks.fingerprint.minhash import MinHasher
+from dedup_tasks.registry import _bandblocks
+from dedup_tasks.registry._pgio import copy_in
+from dedup_tasks.registry.base import Fingerprints
+from dedup_tasks.registry.migrate import migrate
+from dedup_tasks.registry.postgres import PostgresRegistry
+
+RESULTS = Path(__file__).resolve().parent / "results"
+NUM_PERM, BANDS, ROWS = 128, 42, 3
+SAMPLE = 40_000
+CHUNK = 500_000
+BASE_HOUR = np.datetime64("2026-01-01T00", "h")
+
+
+def batch_id_of(index: int) -> str:
+    return str(BASE_HOUR + np.timedelta64(int(index), "h"))
+
+
+def load_signatures(cur: Any, lo: int, hi: int, rng: np.random.Generator, log: Any) -> None:
+    """Signature rows for seq lo..hi-1 (doc ids and batch ids as the pipeline writes them)."""
+    for start in range(lo, hi, CHUNK):
+        stop = min(hi, start + CHUNK)
+        n = stop - start
+        seq = np.arange(start, stop, dtype=np.int64)
+        sig = rng.integers(0, 2**32, (n, NUM_PERM), dtype=np.uint32)
+        batch = (seq - 1) // 100_000
+        names = np.array([batch_id_of(b) for b in range(int(batch[0]), int(batch[-1]) + 1)], dtype=object)
+        copy_in(
+            cur,
+            "minhash_signatures_main",
+            ["seq", "batch_id", "doc_id", "signature", "tier"],
+            [
+                ("int8", seq),
+                ("text", names[batch - batch[0]]),
+                ("text", np.char.add("doc-", seq.astype(str)).astype(object)),
+                ("bytea", sig.astype("<u4").view(np.uint8)),
+                ("int2", np.zeros(n, np.int16)),
+            ],
+        )
+        cur.connection.commit()
+        log(f"signatures {stop - 1:,}")
+
+
+def write_band_run(cur: Any, docs: int, sample_keys: np.ndarray, rng: np.random.Generator, log: Any) -> dict[str, Any]:
+    """The main tier's band keys of `docs` documents as one run, written shard by shard."""
+    cur.execute("TRUNCATE minhash_bands_main, minhash_band_runs")
+    entries = docs * BANDS
+    bits = _bandblocks.run_bits(entries)
+    shards = 1 << _bandblocks.SHARD_BITS
+    s_keys = sample_keys.ravel()
+    s_seqs = np.repeat(np.arange(1, SAMPLE + 1, dtype=np.int64), BANDS)
+    s_shard = (s_keys >> np.uint64(64 - _bandblocks.SHARD_BITS)).astype(np.int64)
+    random_entries = entries - len(s_keys)
+    per_shard = np.full(shards, random_entries // shards)
+    per_shard[: random_entries % shards] += 1
+    blocks = 0
+    t0 = time.perf_counter()
+    for shard in range(shards):
+        n = int(per_shard[shard])
+        keys = rng.integers(0, 2**56, n, dtype=np.uint64)
+        keys |= np.uint64(shard) << np.uint64(56)
+        keys.sort()  # random keys naming random documents: sorting the keys alone keeps that true
+        seqs = rng.integers(SAMPLE + 1, docs + 1, n, dtype=np.int64)
+        mine = np.flatnonzero(s_shard == shard)
+        mine = mine[np.argsort(s_keys[mine], kind="stable")]
+        at = np.searchsorted(keys, s_keys[mine])
+        keys = np.insert(keys, at, s_keys[mine])
+        seqs = np.insert(seqs, at, s_seqs[mine])
+        b = _bandblocks.build_blocks(keys, seqs, bits, presorted=True)
+        nb = len(b["n"])
+        copy_in(
+            cur,
+            "minhash_bands_main",
+            ["shard", "run", "bucket", "seq_base", "n", "entries"],
+            [("int2", b["shard"]), ("int8", np.ones(nb, np.int64)), ("int8", b["bucket"]), ("int8", b["seq_base"]),
+             ("int4", b["n"]), ("varbytea", b["entries"])],
+        )  # fmt: skip
+        blocks += nb
+        if shard % 32 == 31:
+            cur.connection.commit()
+            log(f"band blocks: shard {shard + 1}/{shards} ({time.perf_counter() - t0:.0f} s)")
+    cur.execute(
+        "INSERT INTO minhash_band_runs (run, bits, entries, blocks) VALUES (1, %s, %s, %s)", (bits, entries, blocks)
+    )
+    cur.connection.commit()
+    return {"bits": bits, "entries": entries, "blocks": blocks, "seconds": time.perf_counter() - t0}
+
+
+def timed_batch(
+    rng: np.random.Generator, n: int, tag: int, sample_sig: np.ndarray, hasher: MinHasher
+) -> tuple[Fingerprints, int]:
+    """n documents, 5% of them near-copies (10% of values replaced) of sampled registered ones."""
+    sig = rng.integers(0, 2**32, (n, NUM_PERM), dtype=np.uint32)
+    planted = n // 20
+    src = rng.integers(0, SAMPLE, planted)
+    near = sample_sig[src].copy()
+    replace = rng.random(near.shape) < 0.1
+    near[replace] = rng.integers(0, 2**32, int(replace.sum()), dtype=np.uint32)
+    sig[:planted] = near
+    fp = Fingerprints(
+        doc_id=np.array([f"t{tag}-{i}" for i in range(n)], dtype=object),
+        url_key=rng.integers(0, 2**64, n, dtype=np.uint64),
+        has_url=np.ones(n, bool),
+        content_hash=rng.integers(0, 2**64, (n, 2), dtype=np.uint64),
+        simhash=rng.integers(0, 2**64, n, dtype=np.uint64),
+        has_simhash=np.ones(n, bool),
+        minhash=sig,
+        has_minhash=np.ones(n, bool),
+        minhash_bands=hasher.band_keys(sig),
+    )
+    return fp, planted
+
+
+def run_batch(registry: PostgresRegistry, batch_id: str, fp: Fingerprints, planted: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    registry.begin(batch_id)
+    m = registry.minhash_candidates(batch_id, fp.minhash_bands)
+    t1 = time.perf_counter()
+    jac = (m.payload["minhash"] == fp.minhash[m.query]).mean(axis=1) if len(m) else np.empty(0)
+    found = np.unique(m.query[jac >= 0.5])
+    kept = np.setdiff1d(np.arange(len(fp)), found)
+    result = registry.commit(batch_id, fp.take(kept))
+    t2 = time.perf_counter()
+    return {
+        "candidates": len(m),
+        "planted": planted,
+        "found_planted": int(np.isin(np.arange(planted), found).sum()),
+        "false_candidates": int((jac < 0.5).sum()),
+        "registered": result.registered,
+        "lookup_seconds": t1 - t0,
+        "commit_seconds": t2 - t1,
+        "commit_stages": dict(registry.last_commit_seconds),
+    }
+
+
+def reset_recent(cur: Any) -> None:
+    """Back to the loaded state: no recent tier, no timed batches."""
+    cur.execute(
+        "TRUNCATE url_keys_recent, content_hashes_recent, simhashes_recent, minhash_signatures_recent,"
+        " minhash_bands_recent, registry_stale"
+    )
+    cur.execute("DELETE FROM registry_batches WHERE batch_id >= %s", (batch_id_of(10**6),))
+    cur.connection.commit()
+
+
+def sizes(cur: Any) -> dict[str, Any]:
+    out = {}
+    for name, rel in (("band_blocks", "minhash_bands_main"), ("signatures", "minhash_signatures_main")):
+        cur.execute(
+            "SELECT sum(pg_total_relation_size(relid))::bigint, sum(pg_relation_size(relid))::bigint,"
+            " sum(pg_indexes_size(relid))::bigint FROM pg_partition_tree(%s::regclass)",
+            (rel,),
+        )
+        total, heap, idx = cur.fetchone()
+        out[name] = {"bytes": int(total), "heap_bytes": int(heap), "index_bytes": int(idx or 0)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench registry --curve", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--curve", required=True, help="comma-separated registry sizes, ascending")
+    parser.add_argument("--db-url", default=os.environ.get("DEDUP_DB_URL"), required=os.environ.get("DEDUP_DB_URL") is None)
+    parser.add_argument("--schema", default="bench_blocks")
+    parser.add_argument("--batch", type=int, default=100_000)
+    parser.add_argument("--hour-batches", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep", action="store_true", help="keep the schema at the end")
+    parser.add_argument("--resume", action="store_true", help="grow a schema kept by an earlier --keep run")
+    parser.add_argument("--out", type=Path, default=RESULTS / "registry-blocks.json")
+    args = parser.parse_args(argv)
+    curve = [int(x) for x in args.curve.split(",")]
+
+    def log(msg: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+    conn = psycopg2.connect(args.db_url)
+    if not args.resume:
+        with conn.cursor() as cur:
+            cur.execute(f'DROP SCHEMA IF EXISTS "{args.schema}" CASCADE')
+        conn.commit()
+    migrate(conn, args.schema)
+    cur = conn.cursor()
+    cur.execute(f'SET search_path TO "{args.schema}"')
+    cur.execute("SET synchronous_commit = off")
+    cur.execute("SHOW shared_buffers")
+    result: dict[str, Any] = {
+        "name": "registry-blocks",
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": "python -m bench registry " + " ".join(sys.argv[2:] if argv is None else argv),
+        "server": {"shared_buffers": cur.fetchone()[0]},
+        "bands": BANDS,
+        "rows": ROWS,
+        "sizes": [],
+    }
+    hasher = MinHasher(NUM_PERM, 1, BANDS, ROWS)
+    rng = np.random.default_rng(args.seed)
+    sample_sig = rng.integers(0, 2**32, (SAMPLE, NUM_PERM), dtype=np.uint32)
+    sample_keys = hasher.band_keys(sample_sig)
+    # --resume: continue from the documents a kept run loaded (same seed: the same sample).
+    cur.execute("SELECT coalesce(max(seq), 0) FROM minhash_signatures_main")
+    loaded = int(cur.fetchone()[0])
+    # The signatures' primary key is built after each load (faster than maintaining it).
+    cur.execute("ALTER TABLE minhash_signatures DROP CONSTRAINT IF EXISTS minhash_signatures_pkey")
+    conn.commit()
+    for docs in curve:
+        step: dict[str, Any] = {"docs": docs}
+        t0 = time.perf_counter()
+        if loaded == 0:
+            copy_in(
+                cur,
+                "minhash_signatures_main",
+                ["seq", "batch_id", "doc_id", "signature", "tier"],
+                [("int8", np.arange(1, SAMPLE + 1, dtype=np.int64)), ("text", np.full(SAMPLE, batch_id_of(0), dtype=object)),
+                 ("text", np.char.add("doc-", np.arange(1, SAMPLE + 1).astype(str)).astype(object)),
+                 ("bytea", sample_sig.astype("<u4").view(np.uint8)), ("int2", np.zeros(SAMPLE, np.int16))],
+            )  # fmt: skip
+            loaded = SAMPLE
+        # Signatures on a second connection while this one writes the band blocks (two server processes).
+        conn.commit()
+        conn.autocommit = True
+        cur.execute("ALTER TABLE minhash_signatures DROP CONSTRAINT IF EXISTS minhash_signatures_pkey")
+        conn.autocommit = False
+        sig_rng = np.random.default_rng([args.seed, docs])
+        errors: list[BaseException] = []
+
+        def signatures(lo: int = loaded + 1, hi: int = docs + 1, sig_rng: Any = sig_rng, errors: list = errors) -> None:
+            try:
+                c2 = psycopg2.connect(args.db_url)
+                with c2.cursor() as cur2:
+                    cur2.execute(f'SET search_path TO "{args.schema}"')
+                    cur2.execute("SET synchronous_commit = off")
+                    load_signatures(cur2, lo, hi, sig_rng, log)
+                c2.close()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                errors.append(exc)
+
+        loader = threading.Thread(target=signatures)
+        loader.start()
+        step["band_run"] = write_band_run(cur, docs, sample_keys, rng, log)
+        loader.join()
+        if errors:
+            raise errors[0]
+        loaded = docs
+        step["signature_and_block_load_seconds"] = time.perf_counter() - t0
+        conn.autocommit = True
+        cur.execute("SET maintenance_work_mem = '1GB'")
+        cur.execute("ALTER TABLE minhash_signatures ADD PRIMARY KEY (seq, tier)")
+        conn.autocommit = False
+        conn.autocommit = True
+        for table in ("minhash_signatures_main", "minhash_bands_main"):
+            cur.execute(f"VACUUM (ANALYZE) {table}")
+        cur.execute("CHECKPOINT")
+        conn.autocommit = False
+        cur.execute(
+            "INSERT INTO registry_batches (batch_id, snapshot_seq, seq_lo, seq_hi, registered) VALUES (%s, %s, 1, %s, %s)"
+            " ON CONFLICT (batch_id) DO UPDATE SET seq_hi = EXCLUDED.seq_hi, registered = EXCLUDED.registered",
+            (batch_id_of(0), 0, docs, docs),
+        )
+        cur.execute("SELECT setval('registry_seq', %s)", (docs,))
+        conn.commit()
+        step["load_seconds"] = time.perf_counter() - t0
+        step["bytes"] = sizes(cur)
+        for part in step["bytes"].values():
+            part["bytes_per_doc"] = part["bytes"] / docs
+        log(f"{docs:,} docs loaded in {step['load_seconds']:.0f} s: {json.dumps(step['bytes'])}")
+
+        registry = PostgresRegistry(args.db_url, schema=args.schema, num_perm=NUM_PERM)
+        try:
+            warm_fp, planted = timed_batch(rng, args.batch, 0, sample_sig, hasher)
+            t = time.perf_counter()
+            registry.minhash_candidates(batch_id_of(10**6 - 1), warm_fp.minhash_bands)
+            step["warmup_lookup_seconds"] = time.perf_counter() - t
+            hour = []
+            for b in range(args.hour_batches):
+                fp, planted = timed_batch(rng, args.batch, b + 1, sample_sig, hasher)
+                r = run_batch(registry, batch_id_of(10**6 + b), fp, planted)
+                r["load_average"] = os.getloadavg()
+                hour.append(r)
+                log(f"{docs:,}: batch {b}: lookup {r['lookup_seconds']:.1f} s, commit {r['commit_seconds']:.1f} s,"
+                    f" found {r['found_planted']}/{planted}, false candidates {r['false_candidates']}")  # fmt: skip
+            step["batch_100k"] = hour[0]
+            step["hour"] = {
+                "docs": args.batch * args.hour_batches,
+                "lookup_seconds": sum(r["lookup_seconds"] for r in hour),
+                "commit_seconds": sum(r["commit_seconds"] for r in hour),
+                "total_seconds": sum(r["lookup_seconds"] + r["commit_seconds"] for r in hour),
+                "batches": hour,
+            }
+        finally:
+            registry.close()
+        reset_recent(cur)
+        result["sizes"].append(step)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2, default=float))
+        log(f"{docs:,}: hour {step['hour']['total_seconds']:.0f} s; written {args.out}")
+    if not args.keep:
+        with conn.cursor() as c:
+            c.execute(f'DROP SCHEMA IF EXISTS "{args.schema}" CASCADE')
+        conn.commit()
+    conn.close()
+    return 0

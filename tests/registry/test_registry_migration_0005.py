@@ -1,0 +1,123 @@
+"""Migration 0005 on a registry filled under schema 4: the main tier's band rows become blocks."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import psycopg2
+import pytest
+
+from dedup_tasks.registry import postgres as pg_mod
+from dedup_tasks.registry.base import MemoryRegistry
+from dedup_tasks.registry.migrate import code_version, current_version, migrate
+from dedup_tasks.registry.postgres import TABLES, PostgresRegistry
+from tests.registry.synth import Pool, canonical
+
+BATCHES = ["2026-12-01T00", "2026-12-01T01", "2026-12-01T02"]
+ASK = "2026-12-01T09"
+
+
+def lookups(registry, query) -> dict[str, object]:
+    return {
+        "url": canonical(registry.lookup_urls(ASK, query.url_key), "content_hash"),
+        "exact": canonical(registry.lookup_content(ASK, query.content_hash), None),
+        "simhash": canonical(registry.simhash_candidates(ASK, query.simhash), "simhash"),
+        "minhash": canonical(registry.minhash_candidates(ASK, query.minhash_bands), "minhash"),
+    }
+
+
+@pytest.fixture
+def v4_schema(pg_dsn, admin):
+    name = f"test_registry_v4_{uuid.uuid4().hex[:10]}"
+    conn = psycopg2.connect(pg_dsn)
+    try:
+        assert migrate(conn, name, target=4) == [1, 2, 3, 4]
+    finally:
+        conn.close()
+    yield name
+    with admin.cursor() as cur:
+        cur.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def compact_v4(admin, schema: str) -> None:
+    """Schema 4's compaction, in SQL: every table's recent rows into its main partition."""
+    with admin.cursor() as cur:
+        cur.execute(f'SET search_path TO "{schema}"')
+        for table in TABLES:
+            cur.execute(
+                "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute"
+                " WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped AND attname <> 'tier'",
+                (table,),
+            )
+            cols = cur.fetchone()[0]
+            cur.execute(f"INSERT INTO {table}_main ({cols}, tier) SELECT {cols}, 0 FROM {table}_recent")
+        cur.execute(f"TRUNCATE {', '.join(t + '_recent' for t in TABLES)}")
+        cur.execute("RESET search_path")
+
+
+def test_migration_0005_moves_a_filled_v4_registry_into_blocks(pg_dsn, v4_schema, admin, monkeypatch):
+    pool = Pool(np.random.default_rng(5), size=200)
+    mem = MemoryRegistry()
+    # Schema 4's commit path is this code's commit path (it writes only the recent tier), so the old
+    # registry is filled through it with the version check bypassed; the old compaction runs in SQL.
+    monkeypatch.setattr(pg_mod, "check_version", lambda *a, **k: 4)
+    old = PostgresRegistry(pg_dsn, schema=v4_schema, num_perm=32)
+    for i, batch in enumerate(BATCHES):
+        fp = pool.batch(400, batch)
+        old.begin(batch)
+        old.commit(batch, fp)
+        mem.commit(batch, fp)
+        if i == 1:
+            compact_v4(admin, v4_schema)  # two batches in the main tier, one in the recent tier
+    old.close()
+    monkeypatch.undo()
+    with admin.cursor() as cur:
+        cur.execute(f'SELECT count(*) FROM "{v4_schema}".minhash_bands_main')
+        v4_main_rows = cur.fetchone()[0]
+    assert v4_main_rows > 0
+
+    conn = psycopg2.connect(pg_dsn)
+    try:
+        assert migrate(conn, v4_schema) == list(range(5, code_version() + 1))
+        assert current_version(conn, v4_schema) == code_version()
+    finally:
+        conn.close()
+    with admin.cursor() as cur:
+        cur.execute(f'SELECT run, entries, blocks FROM "{v4_schema}".minhash_band_runs')
+        runs = cur.fetchall()
+        cur.execute(f'SELECT count(*), sum(n), sum(length(entries)) FROM "{v4_schema}".minhash_bands_main')
+        blocks, keys, nbytes = cur.fetchone()
+        cur.execute(f"SELECT to_regclass('\"{v4_schema}\".minhash_bands_main_v4')")
+        assert cur.fetchone()[0] is None
+    assert runs == [(1, v4_main_rows, blocks)] and keys == v4_main_rows and nbytes == 8 * v4_main_rows
+
+    registry = PostgresRegistry(pg_dsn, schema=v4_schema, num_perm=32)
+    try:
+        query = pool.batch(300, "q")
+        want = lookups(mem, query)
+        assert len(want["minhash"]) > 0
+        assert lookups(registry, query) == want
+        assert registry.table_stats()["minhash_bands"]["rows"] == 1200 * 8 - sum(
+            int((~mem._batches[b].has_minhash).sum()) * 8 for b in BATCHES
+        )
+        # After a compaction every batch is in blocks; a rerun of the latest leaves dead entries in
+        # them (its old seqs lose their signature rows), a new batch and another compaction follow.
+        registry.compact()
+        assert lookups(registry, query) == want
+        rerun = pool.batch(50, BATCHES[-1])
+        registry.begin(BATCHES[-1])
+        registry.commit(BATCHES[-1], rerun)
+        mem.commit(BATCHES[-1], rerun)
+        assert lookups(registry, query) == lookups(mem, query)
+        new = pool.batch(60, "2026-12-01T03")
+        registry.begin("2026-12-01T03")
+        registry.commit("2026-12-01T03", new)
+        mem.commit("2026-12-01T03", new)
+        registry.compact()
+        assert lookups(registry, query) == lookups(mem, query)
+        with admin.cursor() as cur:
+            cur.execute(f'SELECT count(*) FROM "{v4_schema}".minhash_band_runs')
+            assert cur.fetchone()[0] == 3
+    finally:
+        registry.close()
