@@ -127,3 +127,13 @@ def canonical(m, payload_key: str | None) -> list[tuple]:
             )
         )
     return sorted(rows)
+
+
+def all_lookups(registry, query, ask: str) -> dict[str, object]:
+    """Every layer's lookup of ``query`` as batch ``ask``, canonical: two registries compare equal."""
+    return {
+        "url": canonical(registry.lookup_urls(ask, query.url_key), "content_hash"),
+        "exact": canonical(registry.lookup_content(ask, query.content_hash), None),
+        "simhash": canonical(registry.simhash_candidates(ask, query.simhash), "simhash"),
+        "minhash": canonical(registry.minhash_candidates(ask, query.minhash_bands), "minhash"),
+    }

@@ -12,19 +12,15 @@ from dedup_tasks.registry import postgres as pg_mod
 from dedup_tasks.registry.base import MemoryRegistry
 from dedup_tasks.registry.migrate import code_version, current_version, migrate
 from dedup_tasks.registry.postgres import TABLES, PostgresRegistry
-from tests.registry.synth import Pool, canonical
+from tests.registry.synth import Pool
+from tests.registry.synth import all_lookups as synth_lookups
 
 BATCHES = ["2026-12-01T00", "2026-12-01T01", "2026-12-01T02"]
 ASK = "2026-12-01T09"
 
 
 def lookups(registry, query) -> dict[str, object]:
-    return {
-        "url": canonical(registry.lookup_urls(ASK, query.url_key), "content_hash"),
-        "exact": canonical(registry.lookup_content(ASK, query.content_hash), None),
-        "simhash": canonical(registry.simhash_candidates(ASK, query.simhash), "simhash"),
-        "minhash": canonical(registry.minhash_candidates(ASK, query.minhash_bands), "minhash"),
-    }
+    return synth_lookups(registry, query, ASK)
 
 
 @pytest.fixture
