@@ -15,6 +15,14 @@ registered keys); a key present is never missed.
 
 `shard` (the top SHARD_BITS bits of the key) is the partition key, so a server holding a range of
 shards answers every probe of those keys: the Citus distribution column.
+
+Since schema 6 a run also has `rem_bytes` (minhash_band_runs.rem_bytes): runs of at least
+SHORT_REM_MIN_ENTRIES keys store only the next 16 bits of each key (6-byte entries, ~84 bytes per
+document at 42 bands instead of ~336 + 13 of index: the 8-byte entry was 85% of the layer). A block
+holds ~128 keys, so a probe meets a false 16-bit match with probability ~128 / 65536 = 0.2% per run;
+such a candidate is a document whose signature the caller estimates like any other (its Jaccard is
+that of two unrelated documents, ~0). Small runs keep 32 bits, where the few extra bytes do not
+matter and lookups stay equal to the keys' exact matches.
 """
 
 from __future__ import annotations
@@ -32,6 +40,14 @@ MAX_PER_BLOCK = 240
 MIN_BITS, MAX_BITS = 8, 32
 SHARD_BITS = 8
 ENTRY = np.dtype([("rem", ">u4"), ("off", ">u4")])
+ENTRY16 = np.dtype([("rem", ">u2"), ("off", ">u4")])
+REM_BYTES = (2, 4)
+SHORT_REM_MIN_ENTRIES = 1 << 20
+
+
+def run_rem_bytes(entries: int) -> int:
+    """Stored key bytes per entry of a run of `entries` keys (2 from SHORT_REM_MIN_ENTRIES keys)."""
+    return 2 if entries >= SHORT_REM_MIN_ENTRIES else 4
 
 
 def run_bits(entries: int) -> int:
@@ -40,30 +56,36 @@ def run_bits(entries: int) -> int:
     return int(min(MAX_BITS, max(MIN_BITS, want)))
 
 
-def split_key(keys: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """(bucket, 32 stored bits) of uint64 band keys for a run with `bits` bucket bits."""
+def split_key(keys: np.ndarray, bits: int, rem_bytes: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket, 8 * rem_bytes stored bits) of uint64 band keys for a run with `bits` bucket bits."""
     keys = np.asarray(keys, np.uint64)
     bucket = keys >> np.uint64(64 - bits)
-    rem = (keys >> np.uint64(32 - bits)) & np.uint64(0xFFFFFFFF)
+    rem = (keys >> np.uint64(64 - bits - 8 * rem_bytes)) & np.uint64((1 << (8 * rem_bytes)) - 1)
     return bucket, rem
 
 
-def truncated(keys: np.ndarray, bits: int) -> np.ndarray:
-    """The top bits + 32 bits of each key: what a run of `bits` compares."""
-    return np.asarray(keys, np.uint64) >> np.uint64(32 - bits)
+def truncated(keys: np.ndarray, bits: int, rem_bytes: int = 4) -> np.ndarray:
+    """The top bits + 8 * rem_bytes bits of each key: what a run of `bits` compares."""
+    return np.asarray(keys, np.uint64) >> np.uint64(64 - bits - 8 * rem_bytes)
 
 
-def build_blocks(keys: np.ndarray, seqs: np.ndarray, bits: int, *, presorted: bool = False) -> dict[str, object]:
+def build_blocks(
+    keys: np.ndarray, seqs: np.ndarray, bits: int, *, presorted: bool = False, rem_bytes: int = 4
+) -> dict[str, object]:
     """Block rows (shard, bucket, seq_base, n, entries) of one run, in (bucket) order.
 
     presorted: `keys` are already in ascending order (the benchmark's direct load).
+    rem_bytes: stored key bytes per entry (4, or 2 for large runs: `run_rem_bytes`).
     """
+    if rem_bytes not in REM_BYTES:
+        raise ValueError(f"rem_bytes must be one of {REM_BYTES}")
+    entry = ENTRY if rem_bytes == 4 else ENTRY16
     keys = np.asarray(keys, np.uint64)
     seqs = np.asarray(seqs, np.int64)
     if not presorted:
         order = np.argsort(truncated(keys, bits), kind="stable")
         keys, seqs = keys[order], seqs[order]
-    bucket, rem = split_key(keys, bits)
+    bucket, rem = split_key(keys, bits, rem_bytes)
     n = len(bucket)
     if n == 0:
         return {"shard": np.empty(0, np.int16), "bucket": np.empty(0, np.int64), "seq_base": np.empty(0, np.int64),
@@ -78,11 +100,11 @@ def build_blocks(keys: np.ndarray, seqs: np.ndarray, bits: int, *, presorted: bo
     off = seqs - np.repeat(seq_base, counts)
     if len(off) and int(off.max()) >= 2**32:
         raise ValueError("a block's seq range exceeds 2^32: split the registry into more servers")
-    entries = np.empty(n, ENTRY)
+    entries = np.empty(n, entry)
     entries["rem"] = rem
     entries["off"] = off
     offsets = np.zeros(len(starts) + 1, np.int64)
-    np.cumsum(counts * ENTRY.itemsize, out=offsets[1:])
+    np.cumsum(counts * entry.itemsize, out=offsets[1:])
     blob = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(starts), [None, pa.py_buffer(offsets), pa.py_buffer(entries.view(np.uint8))]
     )
@@ -110,26 +132,30 @@ def _be4(buf, pos):
         np.uint64(buf[pos + 2]) << np.uint64(8)) | np.uint64(buf[pos + 3])
 
 
-# Binary COPY rows of (int8 tag, int8 key, int8 run, int8 bucket, int8 seq_base, bytea entries): a
-# field is a 4-byte length and the value; a row starts with a 2-byte field count.
+# Binary COPY rows of (int8 tag, int8 key, int8 run, int8 bucket, int8 seq_base[, int8 rem_bytes],
+# bytea entries): a field is a 4-byte length and the value; a row starts with a 2-byte field count.
 _HEAD = 2 + 5 * 12
 
 
 @njit(cache=True)
-def _count(buf):
+def _count(buf, rem_bytes, with_width):
     pos = 19
     end = len(buf) - 2
     n = 0
     while pos < end:
+        width = rem_bytes + 4
+        if with_width:
+            width = np.int64(_be8(buf, pos + _HEAD + 4)) + 4
+            pos += 12
         pos += _HEAD
         length = np.int64(_be4(buf, pos))
         pos += 4 + length
-        n += length // 8
+        n += length // width
     return n
 
 
 @njit(cache=True)
-def _decode(buf, tag, key, run, tkey, seq):
+def _decode(buf, tag, key, run, tkey, seq, rem_bytes, with_width):
     pos = 19
     end = len(buf) - 2
     k = 0
@@ -139,25 +165,37 @@ def _decode(buf, tag, key, run, tkey, seq):
         r = np.int64(_be8(buf, pos + 30))
         b = _be8(buf, pos + 42)
         base = np.int64(_be8(buf, pos + 54))
+        rb = rem_bytes
+        if with_width:
+            rb = np.int64(_be8(buf, pos + _HEAD + 4))
+            pos += 12
         pos += _HEAD
         length = np.int64(_be4(buf, pos))
         pos += 4
-        for j in range(length // 8):
+        width = rb + 4
+        for j in range(length // width):
+            at = pos + width * j
+            rem = np.uint64(0)
+            for i in range(rb):
+                rem = (rem << np.uint64(8)) | np.uint64(buf[at + i])
             tag[k] = t
             key[k] = q
             run[k] = r
-            tkey[k] = (b << np.uint64(32)) | _be4(buf, pos + 8 * j)
-            seq[k] = base + np.int64(_be4(buf, pos + 8 * j + 4))
+            tkey[k] = (b << np.uint64(8 * rb)) | rem
+            seq[k] = base + np.int64(_be4(buf, at + rb))
             k += 1
         pos += length
 
 
-def decode_copy(raw: memoryview | bytes) -> dict[str, np.ndarray]:
+def decode_copy(raw: memoryview | bytes, rem_bytes: int = 4, *, with_width: bool = False) -> dict[str, np.ndarray]:
     """Every entry of the blocks in a binary COPY of
     `SELECT tag, key, run, bucket, seq_base, entries` (all int8 but entries): per entry the row's tag
-    and key (what the caller probed with), the run, the stored truncated key and the seq."""
+    and key (what the caller probed with), the run, the stored truncated key and the seq.
+
+    Entries of `rem_bytes` stored key bytes; with_width: each row has an int8 `rem_bytes` column
+    before `entries` (rows of runs with different widths in one COPY)."""
     buf = np.frombuffer(raw, np.uint8)
-    n = _count(buf) if len(buf) > 21 else 0
+    n = _count(buf, rem_bytes, with_width) if len(buf) > 21 else 0
     out = {
         "tag": np.empty(n, np.int64),
         "key": np.empty(n, np.uint64),
@@ -166,5 +204,5 @@ def decode_copy(raw: memoryview | bytes) -> dict[str, np.ndarray]:
         "seq": np.empty(n, np.int64),
     }
     if n:
-        _decode(buf, out["tag"], out["key"], out["run"], out["tkey"], out["seq"])
+        _decode(buf, out["tag"], out["key"], out["run"], out["tkey"], out["seq"], rem_bytes, with_width)
     return out

@@ -213,6 +213,25 @@ def hex_to_bytes(column: pa.ChunkedArray | pa.Array, width: int | None = None) -
     return (nibbles[:, 0::2] << 4) | nibbles[:, 1::2]
 
 
+def hex_to_binary(column: pa.ChunkedArray | pa.Array) -> pa.LargeBinaryArray:
+    """A binary array from a string column of hex strings of any lengths (encode(.., 'hex'))."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    arr = arr.cast(pa.large_string())
+    n = len(arr)
+    if n == 0:
+        return pa.array([], pa.large_binary())
+    offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + n + 1]
+    if (np.diff(offsets) % 2).any():
+        raise ValueError("odd number of hex digits")
+    nibbles = _HEX[np.frombuffer(arr.buffers()[2], np.uint8)[offsets[0] : offsets[-1]]]
+    if (nibbles == 255).any():
+        raise ValueError("invalid hex digit")
+    data = (nibbles[0::2] << 4) | nibbles[1::2]
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), n, [None, pa.py_buffer((offsets - offsets[0]) // 2), pa.py_buffer(data)]
+    )
+
+
 def text_column(table: pa.Table, name: str) -> np.ndarray:
     """A string column as the object array of str the Matches API uses."""
     return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=object)

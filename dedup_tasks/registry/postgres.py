@@ -38,13 +38,13 @@ import psycopg2
 import pyarrow as pa
 from psycopg2 import sql
 
-from dedup_tasks.registry import _bandblocks, _bandjoin
+from dedup_tasks.registry import _bandblocks, _bandjoin, _sigpack
 from dedup_tasks.registry import bloom as bloom_mod
 from dedup_tasks.registry._pgio import (
     copy_in,
     copy_out_int8,
     copy_out_table,
-    hex_to_bytes,
+    hex_to_binary,
     i64_to_u64,
     text_column,
     u16_to_i16,
@@ -536,8 +536,8 @@ class PostgresRegistry(Registry):
         res = pa.concat_tables(run([part, part]))
         u = res.column("u").to_numpy()
         rows, query = _expand(u, inv)
-        sig = hex_to_bytes(res.column("sig"), 4 * self.num_perm if len(res) == 0 else None)
-        sig = np.ascontiguousarray(sig).view("<u4").astype(np.uint32)
+        # Packed (schema 6) or raw (rows written under schema 5) signatures: _sigpack reads both.
+        sig = _sigpack.unpack(hex_to_binary(res.column("sig")), self.num_perm)
         return Matches(
             query,
             text_column(res, "doc_id")[rows],
@@ -554,22 +554,31 @@ class PostgresRegistry(Registry):
         the key's 32 stored bits (position() over the block's bytes, at any offset), so only blocks
         with a hit cross the wire; the client then compares the entries at their true offsets.
         """
-        cur.execute("SELECT run, bits FROM minhash_band_runs ORDER BY run")
+        cur.execute("SELECT run, bits, rem_bytes FROM minhash_band_runs ORDER BY run")
         runs = cur.fetchall()
         if not runs or len(keys) == 0:
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        bits_of = dict(runs)
+        # A run compares the top bits + 8 * rem_bytes bits of a key.
+        shift_of = {run_id: 64 - int(bits) - 8 * int(rb) for run_id, bits, rb in runs}
         cols: dict[str, list[np.ndarray]] = {"u": [], "k": [], "shard": [], "run": [], "bucket": [], "rem": []}
-        for run_id, bits in runs:
-            bucket, rem = _bandblocks.split_key(keys, int(bits))
+        for run_id, bits, rb in runs:
+            bucket, rem = _bandblocks.split_key(keys, int(bits), int(rb))
             cols["u"].append(u_col)
             cols["k"].append(u64_to_i64(keys))
             cols["shard"].append((bucket >> np.uint64(int(bits) - _bandblocks.SHARD_BITS)).astype(np.int16))
             cols["run"].append(np.full(len(keys), run_id, np.int64))
             cols["bucket"].append(bucket.astype(np.int64))
-            cols["rem"].append(rem.astype(">u4").view(np.uint8).reshape(-1, 4))
+            cols["rem"].append(rem.astype(">u4").view(np.uint8).reshape(-1, 4)[:, 4 - int(rb):])
+        rems = cols.pop("rem")
         c = {name: np.concatenate(parts) for name, parts in cols.items()}
+        # The stored bits of each probe as bytea (runs of 2- and 4-byte entries may coexist).
+        rem_offsets = np.zeros(len(c["u"]) + 1, np.int64)
+        np.cumsum(np.concatenate([np.full(len(r), r.shape[1]) for r in rems]), out=rem_offsets[1:])
+        rem_flat = np.concatenate([r.ravel() for r in rems])
         order = np.argsort(c["bucket"], kind="stable")  # the (bucket, run) index's order
+        rem_col = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), len(rem_offsets) - 1, [None, pa.py_buffer(rem_offsets), pa.py_buffer(rem_flat)]
+        ).take(pa.array(order))
         probe = f"_probe_blk{k}"
         cur.execute(
             f"CREATE TEMP TABLE {probe} (u int8 NOT NULL, k int8 NOT NULL, shard int2 NOT NULL, run int8 NOT NULL,"
@@ -580,22 +589,26 @@ class PostgresRegistry(Registry):
             probe,
             ["u", "k", "shard", "run", "bucket", "rem"],
             [("int8", c["u"][order]), ("int8", c["k"][order]), ("int2", c["shard"][order]),
-             ("int8", c["run"][order]), ("int8", c["bucket"][order]), ("bytea", c["rem"][order])],
+             ("int8", c["run"][order]), ("int8", c["bucket"][order]), ("varbytea", rem_col)],
         )  # fmt: skip
         cur.execute(f"ANALYZE {probe}")
         out = io.BytesIO()
         cur.copy_expert(
-            f"COPY (SELECT p.u, p.k, b.run, b.bucket, b.seq_base, b.entries FROM {probe} p JOIN minhash_bands_main b"
+            f"COPY (SELECT p.u, p.k, b.run, b.bucket, b.seq_base, octet_length(p.rem)::int8, b.entries"
+            f" FROM {probe} p JOIN minhash_bands_main b"
             " ON b.bucket = p.bucket AND b.run = p.run AND b.shard = p.shard WHERE position(p.rem IN b.entries) > 0)"
             " TO STDOUT (FORMAT binary)",
             out,
         )
-        e = _bandblocks.decode_copy(out.getbuffer())
+        e = _bandblocks.decode_copy(out.getbuffer(), with_width=True)
         if len(e["seq"]) == 0:
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        shift = np.array([32 - int(bits_of[r]) for r in e["run"]], np.uint64) if len(runs) > 1 else np.uint64(
-            32 - int(runs[0][1])
-        )
+        if len(runs) > 1:
+            run_ids = np.array(sorted(shift_of), np.int64)
+            shifts = np.array([shift_of[r] for r in run_ids], np.uint64)
+            shift = shifts[np.searchsorted(run_ids, e["run"])]
+        else:
+            shift = np.uint64(shift_of[runs[0][0]])
         hit = (e["key"] >> shift) == e["tkey"]
         return e["tag"][hit], e["seq"][hit]
 
@@ -902,7 +915,6 @@ class PostgresRegistry(Registry):
         )
         idx, d, b = pick(np.asarray(fp.has_minhash, bool))
         if len(idx):
-            sig = np.ascontiguousarray(np.asarray(fp.minhash)[idx], dtype="<u4")
             copy_in(
                 cur,
                 "minhash_signatures",
@@ -911,7 +923,7 @@ class PostgresRegistry(Registry):
                     ("int8", seq[idx]),
                     ("text", b),
                     ("text", d),
-                    ("bytea", sig.view(np.uint8).reshape(len(idx), -1)),
+                    ("varbytea", _sigpack.pack(np.asarray(fp.minhash)[idx])),
                 ],
             )
             keys = np.asarray(fp.minhash_bands, np.uint64)[idx]
@@ -1145,14 +1157,17 @@ class PostgresRegistry(Registry):
             self._merge_runs(cur, runs)
         return len(rows)
 
-    def _write_run(self, cur: Any, keys: np.ndarray, seqs: np.ndarray, bits: int | None = None) -> int:
+    def _write_run(
+        self, cur: Any, keys: np.ndarray, seqs: np.ndarray, bits: int | None = None, rem_bytes: int | None = None
+    ) -> int:
         """Write band keys as one new main-tier run of blocks; returns its id."""
         cur.execute("SELECT coalesce(max(run), 0) + 1, coalesce(max(bits), 0) FROM minhash_band_runs")
         run_id, main_bits = (int(v) for v in cur.fetchone())
-        # A run keeps its keys' top bits + 32 only, so runs can merge without losing bits only into
-        # the fewest bits among them: a new run takes at least the finest existing run's bits.
+        # A run keeps its keys' top bits + 8 * rem_bytes only, so runs can merge without losing bits
+        # only into the fewest bits among them: a new run takes at least the finest existing run's bits.
         bits = max(_bandblocks.run_bits(len(keys)), main_bits) if bits is None else bits
-        blocks = _bandblocks.build_blocks(keys, seqs, bits)
+        rem_bytes = _bandblocks.run_rem_bytes(len(keys)) if rem_bytes is None else rem_bytes
+        blocks = _bandblocks.build_blocks(keys, seqs, bits, rem_bytes=rem_bytes)
         n_blocks = len(blocks["n"])  # type: ignore[arg-type]
         copy_in(
             cur,
@@ -1168,28 +1183,30 @@ class PostgresRegistry(Registry):
             ],
         )
         cur.execute(
-            "INSERT INTO minhash_band_runs (run, bits, entries, blocks) VALUES (%s, %s, %s, %s)",
-            (run_id, bits, len(keys), n_blocks),
+            "INSERT INTO minhash_band_runs (run, bits, rem_bytes, entries, blocks) VALUES (%s, %s, %s, %s, %s)",
+            (run_id, bits, rem_bytes, len(keys), n_blocks),
         )
         return run_id
 
     def _merge_runs(self, cur: Any, runs: list[int]) -> None:
         """Merge main-tier runs into one, dropping entries whose document is gone (reruns, retractions)."""
         live = np.sort(copy_out_int8(cur, "SELECT seq FROM minhash_signatures", None, 1).ravel())
-        cur.execute("SELECT run, bits FROM minhash_band_runs WHERE run = ANY(%s)", (runs,))
-        bits_of = dict(cur.fetchall())
+        cur.execute("SELECT run, bits, rem_bytes FROM minhash_band_runs WHERE run = ANY(%s)", (runs,))
+        shape_of = {run_id: (int(bits), int(rb)) for run_id, bits, rb in cur.fetchall()}
         keys_parts, seq_parts = [], []
         for run_id in runs:
+            bits, rb = shape_of[run_id]
             out = io.BytesIO()
             cur.copy_expert(
                 "COPY (SELECT 0::int8, 0::int8, run, bucket, seq_base, entries FROM minhash_bands_main"
                 f" WHERE run = {int(run_id)}) TO STDOUT (FORMAT binary)",
                 out,
             )
-            e = _bandblocks.decode_copy(out.getbuffer())
+            e = _bandblocks.decode_copy(out.getbuffer(), rb)
             tkey, seq = e["tkey"], e["seq"]
-            # Only the top bits + 32 of a key are stored: the merged run takes the fewest bits.
-            keys_parts.append(tkey << np.uint64(32 - int(bits_of[run_id])))
+            # Only the top bits + 8 * rem_bytes of a key are stored: the merged run takes the fewest
+            # bits and stored bytes among its inputs.
+            keys_parts.append(tkey << np.uint64(64 - bits - 8 * rb))
             seq_parts.append(seq)
         keys, seqs = np.concatenate(keys_parts), np.concatenate(seq_parts)
         pos = np.searchsorted(live, seqs)
@@ -1197,7 +1214,9 @@ class PostgresRegistry(Registry):
         cur.execute("DELETE FROM minhash_bands_main WHERE run = ANY(%s)", (runs,))
         cur.execute("DELETE FROM minhash_band_runs WHERE run = ANY(%s)", (runs,))
         if alive.any():
-            self._write_run(cur, keys[alive], seqs[alive], min(int(b) for b in bits_of.values()))
+            self._write_run(
+                cur, keys[alive], seqs[alive], min(b for b, _ in shape_of.values()), min(r for _, r in shape_of.values())
+            )
 
 
 # ---- helpers --------------------------------------------------------------------------------------
