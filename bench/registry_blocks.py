@@ -36,7 +36,7 @@ import numpy as np
 import psycopg2
 
 from dedup_tasks.fingerprint.minhash import MinHasher
-from dedup_tasks.registry import _bandblocks
+from dedup_tasks.registry import _bandblocks, _sigpack
 from dedup_tasks.registry._pgio import copy_in
 from dedup_tasks.registry.base import Fingerprints
 from dedup_tasks.registry.migrate import migrate
@@ -53,13 +53,30 @@ def batch_id_of(index: int) -> str:
     return str(BASE_HOUR + np.timedelta64(int(index), "h"))
 
 
+# Shingles per document (distinct character 5-grams): log-normal around 800, between the median
+# counts of the evaluation corpora (Reuters 469, BBC 1,511, Sogou 237). A signature value is the
+# minimum of that many uniform 32-bit values: its bit width is what the packed layout stores.
+SHINGLES_MEDIAN, SHINGLES_SIGMA = 800.0, 0.9
+
+
+def minima(rng: np.random.Generator, counts: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """uint32 minima of counts[i] uniform 32-bit values, `shape` = (len(counts), k)."""
+    x = -np.expm1(np.log1p(-rng.random(shape)) / counts[:, None])
+    return np.minimum(x * 2.0**32, 2.0**32 - 1).astype(np.uint32)
+
+
+def signatures_like_documents(rng: np.random.Generator, n: int) -> np.ndarray:
+    counts = np.clip(rng.lognormal(np.log(SHINGLES_MEDIAN), SHINGLES_SIGMA, n), 20, 100_000)
+    return minima(rng, counts, (n, NUM_PERM))
+
+
 def load_signatures(cur: Any, lo: int, hi: int, rng: np.random.Generator, log: Any) -> None:
     """Signature rows for seq lo..hi-1 (doc ids and batch ids as the pipeline writes them)."""
     for start in range(lo, hi, CHUNK):
         stop = min(hi, start + CHUNK)
         n = stop - start
         seq = np.arange(start, stop, dtype=np.int64)
-        sig = rng.integers(0, 2**32, (n, NUM_PERM), dtype=np.uint32)
+        sig = signatures_like_documents(rng, n)
         batch = (seq - 1) // 100_000
         names = np.array([batch_id_of(b) for b in range(int(batch[0]), int(batch[-1]) + 1)], dtype=object)
         copy_in(
@@ -70,7 +87,7 @@ def load_signatures(cur: Any, lo: int, hi: int, rng: np.random.Generator, log: A
                 ("int8", seq),
                 ("text", names[batch - batch[0]]),
                 ("text", np.char.add("doc-", seq.astype(str)).astype(object)),
-                ("bytea", sig.astype("<u4").view(np.uint8)),
+                ("varbytea", _sigpack.pack(sig)),
                 ("int2", np.zeros(n, np.int16)),
             ],
         )
@@ -83,6 +100,7 @@ def write_band_run(cur: Any, docs: int, sample_keys: np.ndarray, rng: np.random.
     cur.execute("TRUNCATE minhash_bands_main, minhash_band_runs")
     entries = docs * BANDS
     bits = _bandblocks.run_bits(entries)
+    rem_bytes = _bandblocks.run_rem_bytes(entries)
     shards = 1 << _bandblocks.SHARD_BITS
     s_keys = sample_keys.ravel()
     s_seqs = np.repeat(np.arange(1, SAMPLE + 1, dtype=np.int64), BANDS)
@@ -103,7 +121,7 @@ def write_band_run(cur: Any, docs: int, sample_keys: np.ndarray, rng: np.random.
         at = np.searchsorted(keys, s_keys[mine])
         keys = np.insert(keys, at, s_keys[mine])
         seqs = np.insert(seqs, at, s_seqs[mine])
-        b = _bandblocks.build_blocks(keys, seqs, bits, presorted=True)
+        b = _bandblocks.build_blocks(keys, seqs, bits, presorted=True, rem_bytes=rem_bytes)
         nb = len(b["n"])
         copy_in(
             cur,
@@ -117,22 +135,24 @@ def write_band_run(cur: Any, docs: int, sample_keys: np.ndarray, rng: np.random.
             cur.connection.commit()
             log(f"band blocks: shard {shard + 1}/{shards} ({time.perf_counter() - t0:.0f} s)")
     cur.execute(
-        "INSERT INTO minhash_band_runs (run, bits, entries, blocks) VALUES (1, %s, %s, %s)", (bits, entries, blocks)
+        "INSERT INTO minhash_band_runs (run, bits, rem_bytes, entries, blocks) VALUES (1, %s, %s, %s, %s)",
+        (bits, rem_bytes, entries, blocks),
     )
     cur.connection.commit()
-    return {"bits": bits, "entries": entries, "blocks": blocks, "seconds": time.perf_counter() - t0}
+    return {"bits": bits, "rem_bytes": rem_bytes, "entries": entries, "blocks": blocks,
+            "seconds": time.perf_counter() - t0}  # fmt: skip
 
 
 def timed_batch(
     rng: np.random.Generator, n: int, tag: int, sample_sig: np.ndarray, hasher: MinHasher
 ) -> tuple[Fingerprints, int]:
     """n documents, 5% of them near-copies (10% of values replaced) of sampled registered ones."""
-    sig = rng.integers(0, 2**32, (n, NUM_PERM), dtype=np.uint32)
+    sig = signatures_like_documents(rng, n)
     planted = n // 20
     src = rng.integers(0, SAMPLE, planted)
     near = sample_sig[src].copy()
     replace = rng.random(near.shape) < 0.1
-    near[replace] = rng.integers(0, 2**32, int(replace.sum()), dtype=np.uint32)
+    near[replace] = signatures_like_documents(rng, planted)[replace]
     sig[:planted] = near
     fp = Fingerprints(
         doc_id=np.array([f"t{tag}-{i}" for i in range(n)], dtype=object),
@@ -231,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     hasher = MinHasher(NUM_PERM, 1, BANDS, ROWS)
     rng = np.random.default_rng(args.seed)
-    sample_sig = rng.integers(0, 2**32, (SAMPLE, NUM_PERM), dtype=np.uint32)
+    sample_sig = signatures_like_documents(rng, SAMPLE)
     sample_keys = hasher.band_keys(sample_sig)
     # --resume: continue from the documents a kept run loaded (same seed: the same sample).
     cur.execute("SELECT coalesce(max(seq), 0) FROM minhash_signatures_main")
@@ -249,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                 ["seq", "batch_id", "doc_id", "signature", "tier"],
                 [("int8", np.arange(1, SAMPLE + 1, dtype=np.int64)), ("text", np.full(SAMPLE, batch_id_of(0), dtype=object)),
                  ("text", np.char.add("doc-", np.arange(1, SAMPLE + 1).astype(str)).astype(object)),
-                 ("bytea", sample_sig.astype("<u4").view(np.uint8)), ("int2", np.zeros(SAMPLE, np.int16))],
+                 ("varbytea", _sigpack.pack(sample_sig)), ("int2", np.zeros(SAMPLE, np.int16))],
             )  # fmt: skip
             loaded = SAMPLE
         # Signatures on a second connection while this one writes the band blocks (two server processes).
