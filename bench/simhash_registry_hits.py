@@ -52,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         "missed_doc_ids": [str(d) for d in reg["doc_id"].to_numpy()[~found][:50]],
         "dropped_without_simhash_total": int((without["action"] == "drop").sum()),
         "dropped_with_simhash_total": int((full["action"] == "drop").sum()),
+        # Documents whose keep/drop differs between the two runs (layer attribution aside).
+        "decisions_differing": int(len(
+            set(full.loc[full["action"] == "drop", "doc_id"]) ^ set(without.loc[without["action"] == "drop", "doc_id"])
+        )),
         "seconds": time.perf_counter() - started,
         "cpu_seconds": time.process_time() - cpu0,
         "load_average": os.getloadavg(),
