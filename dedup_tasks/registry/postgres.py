@@ -551,8 +551,9 @@ class PostgresRegistry(Registry):
         """(u, seq) of the main tier's band keys equal (on the bits a run keeps) to `keys`.
 
         One probe row per key and run. The server returns a block only where its entries contain
-        the key's 32 stored bits (position() over the block's bytes, at any offset), so only blocks
-        with a hit cross the wire; the client then compares the entries at their true offsets.
+        the key's stored bits (2 or 4 bytes, the run's rem_bytes; position() over the block's bytes, at
+        any offset), so only blocks with a hit cross the wire; the client then compares the entries at
+        their true offsets. In a 2-byte run a key equal on bits + 16 only is a (verified) extra candidate.
         """
         cur.execute("SELECT run, bits, rem_bytes FROM minhash_band_runs ORDER BY run")
         runs = cur.fetchall()
