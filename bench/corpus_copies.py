@@ -13,16 +13,21 @@ story text (title and paragraphs, without site chrome; folded like ``bench.simil
 * the covered text misses the other in *passages* only: at most ``MAX_SCATTERED`` of its 5-gram
   positions miss it in runs shorter than ``LONG_RUN`` (reports written from one template, other
   names and figures in the same sentences, differ in short runs everywhere and are not copies);
-* every number the covered text states is stated by the other (a report with other figures is
-  another report).
+* every number the covered text states is stated by the other, and every capitalized name of its
+  first sentence appears in the other (a report with other figures, or about
+  another company or fund, is another report);
+* their Jaccard is at least ``MIN_JACCARD`` (a long article holding a whole short one, or a
+  recombined text holding a short article's sentences, is not a retelling of it; the system's
+  verifier does not drop under 0.45 either).
 
 Deliberately stricter than the system's verifier: this decides only which documents the bench
 stops calling distinct originals; they are scored on their own (``bench.score``), not as copies a
 system must find.
 
-Candidates come from a 1-in-8 sample of each text's 5-gram hashes (a deterministic polynomial
-hash of the code points, numpy throughout), paired through the samples they share; every
-candidate is then checked exactly on its full 5-gram sets.
+Candidates come from a 1-in-8 sample of each text's character 12-gram hashes (a deterministic
+polynomial hash of the code points, numpy throughout; space-free 5-grams of English are too common
+to pair texts by), paired through the samples they share; every candidate is then checked exactly
+on its full 5-gram sets.
 """
 
 from __future__ import annotations
@@ -36,12 +41,16 @@ import numpy as np
 from bench.similarity import CHAR_GRAM, char_text
 
 MIN_COVERAGE = 0.8
-MAX_SCATTERED = 0.05
+MIN_JACCARD = 0.4
+MAX_SCATTERED = 0.15
 LONG_RUN = 20  # 5-gram positions, as the system's verifier reads a passage
+CANDIDATE_GRAM = 12  # candidates pair through longer grams: space-free 5-grams of English are common
 SAMPLE_MOD = 8
+MIN_SHARED = 0.25  # of the smaller sample, for a candidate (a rewording breaks 12-grams sooner)
 MAX_GROUP = 64  # a sampled 5-gram in more texts than this is common wording, not evidence of a copy
 MIN_CHARS = 40  # below this a text is a flash, and shared wording says nothing
 _NUMBER = re.compile(r"\d+")
+_NAME = re.compile(r"[A-Z][A-Za-z]{2,}")
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -87,19 +96,23 @@ def _numbers(text: str) -> set[str]:
     return set(_NUMBER.findall(text))
 
 
+def _names(lede: str) -> set[str]:
+    return {w.lower() for w in _NAME.findall(lede)}
+
+
 def find_corpus_copies(
-    texts: Sequence[str], order: Sequence[int], eligible_later: Sequence[bool]
+    texts: Sequence[str], order: Sequence[int], eligible_later: Sequence[bool], ledes: Sequence[str] | None = None
 ) -> list[CorpusCopy]:
-    """Pairs (later, earlier) of ``texts`` (``bench.similarity.char_text`` of the story) where the
-    later is a corpus copy of the earlier (module docstring). ``order`` ranks the texts in crawl
-    order; only texts with ``eligible_later`` may be the later one. Each later text gets its best
-    earlier match (highest Jaccard)."""
+    """Pairs (later, earlier) of ``texts`` (``story_text`` of each story) where the later is a corpus
+    copy of the earlier (module docstring). ``order`` ranks the texts in crawl order; only texts
+    with ``eligible_later`` may be the later one; ``ledes`` (``lede`` of each, for the names; None:
+    no names check). Each later text gets its best earlier match (highest Jaccard)."""
     n = len(texts)
     rank = np.asarray(order, np.int64)
-    full = [gram_hashes(t) if len(t) >= MIN_CHARS else np.empty(0, np.uint64) for t in texts]
     sample_h, sample_d = [], []
     n_samples = np.zeros(n, np.int64)
-    for i, h in enumerate(full):
+    for i, t in enumerate(texts):
+        h = gram_hashes(t, CANDIDATE_GRAM) if len(t) >= MIN_CHARS else np.empty(0, np.uint64)
         s = np.unique(h[(h % np.uint64(SAMPLE_MOD)) == 0])
         n_samples[i] = len(s)
         sample_h.append(s)
@@ -126,30 +139,30 @@ def find_corpus_copies(
         return []
     keys, counts = np.unique(np.concatenate(pair_keys), return_counts=True)
     a, b = keys // n, keys % n
-    # Estimated coverage of the smaller sample by the other: a copy covers >= 0.8, keep >= 0.5.
-    cand = counts >= 0.5 * np.minimum(n_samples[a], n_samples[b])
+    cand = (counts >= 2) & (counts >= MIN_SHARED * np.minimum(n_samples[a], n_samples[b]))
     best: dict[int, CorpusCopy] = {}
     eligible = np.asarray(eligible_later, bool)
     for x, y in zip(a[cand].tolist(), b[cand].tolist(), strict=True):
         later, earlier = (x, y) if rank[x] > rank[y] else (y, x)
         if not eligible[later]:
             continue
-        hl, he = full[later], full[earlier]
+        hl, he = gram_hashes(texts[later]), gram_hashes(texts[earlier])
         ul, ue = np.unique(hl), np.unique(he)
         common = len(np.intersect1d(ul, ue, assume_unique=True))
         cov_l, cov_e = common / len(ul), common / len(ue)
         jac = common / (len(ul) + len(ue) - common)
-        if max(cov_l, cov_e) < MIN_COVERAGE:
+        if max(cov_l, cov_e) < MIN_COVERAGE or jac < MIN_JACCARD:
             continue
         # The covered text (the one the other holds most of) must differ in passages only and keep
         # every figure it states.
-        if cov_l >= cov_e:
-            covered, coverer, t_cov, t_other = hl, ue, texts[later], texts[earlier]
-        else:
-            covered, coverer, t_cov, t_other = he, ul, texts[earlier], texts[later]
+        (cov, other) = (later, earlier) if cov_l >= cov_e else (earlier, later)
+        covered, coverer = (hl, ue) if cov == later else (he, ul)
+        t_cov, t_other = texts[cov], texts[other]
         if _scattered(covered, coverer) > MAX_SCATTERED:
             continue
         if not _numbers(t_cov) <= _numbers(t_other):
+            continue
+        if ledes is not None and any(name not in t_other for name in _names(ledes[cov])):
             continue
         found = CorpusCopy(later, earlier, cov_l, cov_e, jac)
         if later not in best or jac > best[later].jaccard:
@@ -160,3 +173,9 @@ def find_corpus_copies(
 def story_text(title: str | None, paragraphs_text: str) -> str:
     """The folded, space-free story text a corpus copy is judged on."""
     return char_text(title, paragraphs_text)
+
+
+def lede(first_sentence: str) -> str:
+    """What the names check reads: the first sentence as written (not the title: wire headlines are
+    upper case, so every word of one would read as a name)."""
+    return first_sentence

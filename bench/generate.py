@@ -91,7 +91,7 @@ from bench.corpus import (
     render_body,
     resolve_data_dir,
 )
-from bench.corpus_copies import find_corpus_copies, story_text
+from bench.corpus_copies import find_corpus_copies, lede, story_text
 from bench.evaldata import eval_data_dir
 from bench.similarity import char_shingles
 
@@ -1397,8 +1397,13 @@ class _Generator:
             (d for d in self.docs if d.kind in ("original", "template_distinct") and d.layout is not None),
             key=lambda d: (d.t_us, d.doc_id),
         )
-        texts = [story_text(None, render_body(d.lang, d.layout.paragraphs)) for d in pool]  # type: ignore[union-attr]
-        copies = find_corpus_copies(texts, range(len(pool)), [d.kind == "original" for d in pool])
+        # A template page's title carries the site's name; its article's title is the header's last
+        # line but one (before the dateline).
+        titles = [d.title if d.kind == "original" else d.layout.header[-2] for d in pool]  # type: ignore[union-attr]
+        bodies = [d.layout.paragraphs for d in pool]  # type: ignore[union-attr]
+        texts = [story_text(t, render_body(d.lang, b)) for t, d, b in zip(titles, pool, bodies, strict=True)]
+        ledes = [lede(b[0][0] if b and b[0] else "") for b in bodies]
+        copies = find_corpus_copies(texts, range(len(pool)), [d.kind == "original" for d in pool], ledes)
         renamed: dict[str, str] = {}
         for c in copies:  # in crawl order of the later one, so an earlier copy's cluster is final
             later, earlier = pool[c.later], pool[c.earlier]
