@@ -89,7 +89,7 @@ class DedupConfig:
     # J >= minhash_short_jaccard (the rule before the verifier). Short texts above that length get the
     # verifier, facts check included: look-alike flashes from one template differ in their figures.
     minhash_verify_min_jaccard: float = 0.45
-    minhash_additions_min_jaccard: float = 0.55
+    minhash_additions_min_jaccard: float = 0.5  # 0.55 before; 0.45 dropped a template page (docs/near-copies.md)
     minhash_min_coverage: float = 0.8
     minhash_update_jaccard: float = 0.9
     minhash_short_jaccard: float = 0.8
