@@ -35,6 +35,9 @@ url_update           no (keep)   an earlier page's URL (exact or with noise) wit
                                  (Jaccard < 0.5 with the earlier version)
 list_page            no (keep)   the next page of a multi-page list article: same site, template and
                                  intro, other names and amounts in every entry
+corpus_copy          unjudged    not planted: an original that retells an earlier original's or
+                                 template page's story (bench.corpus_copies), labelled after the last
+                                 hour; bench.score leaves it out of every rate and reports it apart
 ===================  ==========  ======================================================================
 
 Truth columns (``TRUTH_SCHEMA``): ``doc_id``; ``batch_id`` ("YYYY-MM-DDTHH", the partition's hour);
