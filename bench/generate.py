@@ -35,6 +35,9 @@ url_update           no (keep)   an earlier page's URL (exact or with noise) wit
                                  (Jaccard < 0.5 with the earlier version)
 list_page            no (keep)   the next page of a multi-page list article: same site, template and
                                  intro, other names and amounts in every entry
+corpus_copy          unjudged    not planted: an original that retells an earlier original's or
+                                 template page's story (bench.corpus_copies), labelled after the last
+                                 hour; bench.score leaves it out of every rate and reports it apart
 ===================  ==========  ======================================================================
 
 Truth columns (``TRUTH_SCHEMA``): ``doc_id``; ``batch_id`` ("YYYY-MM-DDTHH", the partition's hour);
@@ -91,6 +94,7 @@ from bench.corpus import (
     render_body,
     resolve_data_dir,
 )
+from bench.corpus_copies import find_corpus_copies, lede, story_text
 from bench.evaldata import eval_data_dir
 from bench.similarity import char_shingles
 
@@ -108,9 +112,14 @@ KINDS = (
 # "reworded" / "same_topic" are planted from real paraphrase pairs by bench.reworded, not generated here.
 DUPLICATE_KINDS = frozenset({"url_repeat", "exact_copy", "near_copy", "corpus_dup", "reworded"})
 MUST_KEEP_KINDS = frozenset({"template_distinct", "short_distinct", "url_update", "list_page", "same_topic"})
+# Kinds assigned after generation, not planted (no Mix share): an original whose story an earlier
+# original or template page already told (bench.corpus_copies). Neither a copy a system must find nor
+# a document it must keep: bench.score reports them apart.
+LABELLED_KINDS = ("corpus_copy",)
 NEAR_BANDS: tuple[tuple[float, float], ...] = ((0.5, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.0))
-# Bumped whenever the same arguments give other documents: bench caches crawls by it.
-GENERATOR_VERSION = 2
+# Bumped whenever the same arguments give other documents or labels: bench caches crawls by it.
+# 3: originals that retell an earlier story are labelled corpus_copy (same documents as 2).
+GENERATOR_VERSION = 3
 TYPO_RATE = (0.003, 0.025)  # share of characters a "typos" edit gets wrong
 TRACKING_PARAMS = ("gclid", "fbclid")  # plus every utm_* parameter
 
@@ -1384,6 +1393,37 @@ class _Generator:
         for _ in range(counts["url_update"]):
             self._require(self._url_update(hour, base_us), "url_update")
 
+    def label_corpus_copies(self) -> None:
+        """Relabel originals that retell an earlier original's or template page's story as
+        ``corpus_copy`` of it (``bench.corpus_copies``): same documents, other truth."""
+        pool = sorted(
+            (d for d in self.docs if d.kind in ("original", "template_distinct") and d.layout is not None),
+            key=lambda d: (d.t_us, d.doc_id),
+        )
+        # A template page's title carries the site's name; its article's title is the header's last
+        # line but one (before the dateline).
+        titles = [d.title if d.kind == "original" else d.layout.header[-2] for d in pool]  # type: ignore[union-attr]
+        bodies = [d.layout.paragraphs for d in pool]  # type: ignore[union-attr]
+        texts = [story_text(t, render_body(d.lang, b)) for t, d, b in zip(titles, pool, bodies, strict=True)]
+        ledes = [lede(b[0][0] if b and b[0] else "") for b in bodies]
+        copies = find_corpus_copies(texts, range(len(pool)), [d.kind == "original" for d in pool], ledes)
+        renamed: dict[str, str] = {}
+        for c in copies:  # in crawl order of the later one, so an earlier copy's cluster is final
+            later, earlier = pool[c.later], pool[c.earlier]
+            cluster = renamed.get(earlier.cluster_id, earlier.cluster_id)
+            renamed[later.cluster_id] = cluster
+            later.kind, later.source_doc_id, later.cluster_id = "corpus_copy", earlier.doc_id, cluster
+            later.edits = (f"corpus_twin:covers {c.covers_later:.2f} of later / {c.covers_earlier:.2f} of earlier",)
+            later.true_jaccard = round(
+                jaccard(char_shingles(earlier.title, earlier.content), char_shingles(later.title, later.content)), 6
+            )
+            later.true_jaccard_words = round(
+                jaccard(doc_shingles(earlier.title, earlier.content), doc_shingles(later.title, later.content)), 6
+            )
+        for d in self.docs:  # copies made of a relabelled original join its new cluster
+            d.cluster_id = renamed.get(d.cluster_id, d.cluster_id)
+        self.corpus_copies = len(copies)
+
     @staticmethod
     def _require(doc: _Doc | None, kind: str) -> None:
         if doc is None:
@@ -1476,9 +1516,10 @@ def generate_crawl(
     gen = _Generator(corpus, mix, seed, start_dt)
     for h in range(hours):
         gen.hour(h, n_docs_per_hour)
+    gen.label_corpus_copies()
 
     batch_ids = tuple(batch_id_for(start_dt, h) for h in range(hours))
-    kind_counts = {k: sum(1 for d in gen.docs if d.kind == k) for k in KINDS}
+    kind_counts = {k: sum(1 for d in gen.docs if d.kind == k) for k in (*KINDS, *LABELLED_KINDS)}
     manifest = {
         "generator": "bench.generate",
         "n_docs_per_hour": n_docs_per_hour,

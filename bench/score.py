@@ -21,6 +21,10 @@ import pandas as pd
 
 DUPLICATE_KINDS = ("url_repeat", "exact_copy", "near_copy", "corpus_dup", "reworded")  # reworded: bench.reworded
 MUST_KEEP_KINDS = ("template_distinct", "short_distinct", "url_update", "list_page")
+# Neither a copy a system must find nor a document it must keep (bench.generate.LABELLED_KINDS):
+# an original retelling a story an earlier original told (bench.corpus_copies). Left out of every
+# rate; ``unjudged`` reports how many were dropped.
+UNJUDGED_KINDS = ("corpus_copy",)
 NEAR_BANDS: tuple[tuple[str, float, float], ...] = (
     ("0.5-0.7", 0.5, 0.7),
     ("0.7-0.8", 0.7, 0.8),
@@ -110,7 +114,9 @@ def score(decisions: pd.DataFrame, truth: pd.DataFrame) -> dict[str, Any]:
     dec["doc_id"] = dec["doc_id"].astype(str)
     t = truth.copy()
     t["doc_id"] = t["doc_id"].astype(str)
-    df = t.merge(dec, on="doc_id", how="left")  # one-to-one: _validate proved it
+    everything = t.merge(dec, on="doc_id", how="left")  # one-to-one: _validate proved it
+    unjudged = everything["kind"].astype(str).isin(UNJUDGED_KINDS)
+    df = everything[~unjudged].reset_index(drop=True)
     dropped = df["action"].eq("drop")
     dup = df["is_duplicate"].astype(bool)
     kind = df["kind"].astype(str)
@@ -118,7 +124,7 @@ def score(decisions: pd.DataFrame, truth: pd.DataFrame) -> dict[str, Any]:
     overall = _prf(dropped, dup)
     result: dict[str, Any] = {
         "counts": {
-            "docs": len(df),
+            "docs": len(everything),
             "duplicates": int(dup.sum()),
             "non_duplicates": int((~dup).sum()),
             "dropped": int(dropped.sum()),
@@ -128,6 +134,7 @@ def score(decisions: pd.DataFrame, truth: pd.DataFrame) -> dict[str, Any]:
             "fn": overall["fn"],
             "tn": int((~dropped & ~dup).sum()),
             "by_kind": {k: _share(kind.eq(k), dropped) for k in sorted(kind.unique())},
+            "unjudged": int(unjudged.sum()),
         },
         "precision": overall["precision"],
         "recall": overall["recall"],
@@ -135,6 +142,7 @@ def score(decisions: pd.DataFrame, truth: pd.DataFrame) -> dict[str, Any]:
     }
 
     # Recall per duplicate kind, and per true-Jaccard band of the near copies.
+    result["unjudged"] = _unjudged(everything[unjudged])
     result["recall_by_kind"] = {
         k: {"n": s["n"], "dropped": s["dropped"], "recall": s["rate"]}
         for k in DUPLICATE_KINDS
@@ -184,7 +192,8 @@ def score(decisions: pd.DataFrame, truth: pd.DataFrame) -> dict[str, Any]:
     # Cross-batch duplicates (source in an earlier batch) need the registry; same-batch ones do not.
     doc_ids = df["doc_id"].tolist()
     batches = df["batch_id"].astype(str).tolist()
-    batch_of = dict(zip(doc_ids, batches, strict=True))
+    # Sources and matches may be unjudged documents: look them up over the whole truth.
+    batch_of = dict(zip(everything["doc_id"].tolist(), everything["batch_id"].astype(str).tolist(), strict=True))
     earlier = pd.Series(
         [
             isinstance(src, str) and src in batch_of and batch_of[src] < own  # "YYYY-MM-DDTHH" sorts by time
@@ -240,7 +249,7 @@ def score(decisions: pd.DataFrame, truth: pd.DataFrame) -> dict[str, Any]:
     wrong_ids: list[str] = []
     if "matched_doc_id" in df:
         clusters = df["cluster_id"].astype(str).tolist()
-        cluster_of = dict(zip(doc_ids, clusters, strict=True))
+        cluster_of = dict(zip(everything["doc_id"].tolist(), everything["cluster_id"].astype(str).tolist(), strict=True))
         matched = [m if isinstance(m, str) and m else None for m in df["matched_doc_id"].tolist()]
         same_cluster = pd.Series(
             [
@@ -264,6 +273,19 @@ def score(decisions: pd.DataFrame, truth: pd.DataFrame) -> dict[str, Any]:
         "wrong_provenance": _ids(wrong_ids),
     }
     return result
+
+
+def _unjudged(rows: pd.DataFrame) -> dict[str, Any]:
+    """Per unjudged kind: how many, how many dropped, and the dropped share by true-Jaccard band."""
+    out: dict[str, Any] = {}
+    dropped = rows["action"].eq("drop")
+    jac = pd.to_numeric(rows["true_jaccard"], errors="coerce")
+    for k in UNJUDGED_KINDS:
+        m = rows["kind"].astype(str).eq(k)
+        bands = {f"<{NEAR_BANDS[0][1]}": _band(m & (jac < NEAR_BANDS[0][1]), dropped)}
+        bands.update({label: _band(m & (jac >= lo) & (jac < hi), dropped) for label, lo, hi in NEAR_BANDS})
+        out[k] = {**_band(m, dropped), "by_band": bands}
+    return out
 
 
 def _band(mask: pd.Series, dropped: pd.Series) -> dict[str, Any]:

@@ -85,13 +85,15 @@ class DedupConfig:
     # The verifier (fingerprint.candidates.Verifier): a pair is a copy when the earlier document covers
     # minhash_min_coverage of the newer's shingles from J minhash_verify_min_jaccard (truncation), or
     # the newer covers as much of the earlier's from J minhash_additions_min_jaccard (additions). A page
-    # kept as a URL update needs J >= minhash_update_jaccard; a text under simhash_min_chars
-    # J >= minhash_short_jaccard (the rule before the verifier).
+    # kept as a URL update needs J >= minhash_update_jaccard; a text under minhash_short_plain_chars
+    # J >= minhash_short_jaccard (the rule before the verifier). Short texts above that length get the
+    # verifier, facts check included: look-alike flashes from one template differ in their figures.
     minhash_verify_min_jaccard: float = 0.45
-    minhash_additions_min_jaccard: float = 0.55
+    minhash_additions_min_jaccard: float = 0.5  # 0.55 before; 0.45 dropped a template page (docs/near-copies.md)
     minhash_min_coverage: float = 0.8
     minhash_update_jaccard: float = 0.9
     minhash_short_jaccard: float = 0.8
+    minhash_short_plain_chars: int = 0
     # In the batch, a pair both of whose coverages reach minhash_passage_min_coverage is a copy when at
     # most minhash_max_scattered of either text differs in short runs (Verifier: whole passages added
     # or cut, not other names and amounts in one template).
@@ -253,6 +255,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "compact_threshold_docs": (0, None),
     "simhash_max_distance": (0, 16),
     "simhash_min_chars": (0, None),
+    "minhash_short_plain_chars": (0, None),
     "simhash_word_ngram": (1, 16),
     "minhash_num_perm": (1, 4096),
     "minhash_bands": (1, None),

@@ -541,7 +541,8 @@ def _float(column: pa.ChunkedArray) -> np.ndarray:
 def _strict_verdict(verifier, ok_loose: np.ndarray, jac: np.ndarray, newer: np.ndarray, earlier: np.ndarray, strict: np.ndarray) -> np.ndarray:
     """The verifier's verdict for rows held to a plain Jaccard (``strict_rows``); the executors'
     (strict NaN, the passage rule included) for the others, as ``verify_pairs`` with ``strict``."""
-    return np.where(np.isnan(strict), ok_loose, np.asarray(verifier.accepts(jac, newer, earlier, strict), bool))
+    # SHORT rows (negative) take the executors' verdict: the loose rule with the usual facts check.
+    return np.where(~(strict >= 0), ok_loose, np.asarray(verifier.accepts(jac, newer, earlier, strict), bool))
 
 
 class SparkSimHashLayer(SimHashLayer):

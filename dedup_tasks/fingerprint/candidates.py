@@ -58,8 +58,10 @@ class Verifier:
     earlier text read back).
 
     Some rows are held to a plain Jaccard instead (``strict``, per row; NaN: the rule above): a page
-    kept as a URL update (only a near-identical copy is dropped) and a short text (its coverage says
-    little).
+    kept as a URL update (only a near-identical copy is dropped), a very short text. ``SHORT`` (a
+    negative ``strict``) marks a short text judged by the rule above with a stricter facts check, at
+    any Jaccard under ``facts_max_jaccard``: one changed figure refuses it (in a flash from a
+    template the figures are most of what differs, and there are only a few).
     """
 
     accept_jaccard: float = 0.7
@@ -87,15 +89,18 @@ class Verifier:
             | ((jaccard >= self.min_jaccard) & (covers_newer >= self.min_coverage))
             | ((jaccard >= self.additions_min_jaccard) & (covers_earlier >= self.min_coverage))
         )
-        return np.where(np.isnan(strict), loose, jaccard >= np.nan_to_num(strict, nan=2.0))
+        plain = np.asarray(strict, np.float64) >= 0
+        return np.where(plain, jaccard >= np.where(plain, strict, 2.0), loose)
 
 
+SHORT = -1.0  # a ``strict`` value: the loose rule, and any changed figure refuses the pair
+SHORT_FACTS_SHARE = 1e-9  # facts_differ's share for SHORT rows: one changed framed number is enough
 LONG_RUN = 20  # 5-gram positions: a run this long is a passage (a sentence), shorter ones are edits
 
 
 @njit(cache=True)
 def _accepts(j, c_new, c_old, strict, rule):
-    if strict == strict:  # not NaN: a plain Jaccard rule for this row
+    if strict >= 0:  # not NaN nor SHORT: a plain Jaccard rule for this row
         return j >= strict
     return j >= rule[0] or (j >= rule[1] and c_new >= rule[2]) or (j >= rule[3] and c_old >= rule[2])
 
@@ -205,7 +210,7 @@ def _scattered(hashes, offsets, table, d, other_bit, long_run):
 
 @njit(cache=True)
 def _passage_candidate(j, c_new, c_old, strict, rule):
-    return strict != strict and j >= rule[1] and min(c_new, c_old) >= rule[4]
+    return not strict >= 0 and j >= rule[1] and min(c_new, c_old) >= rule[4]
 
 
 @njit(cache=True)
@@ -230,7 +235,7 @@ def verify_pairs(
     ok = np.asarray(verifier.accepts(jac, covers_newer, covers_earlier, strict), bool)
     rule = verifier.rule
     maybe = np.flatnonzero(
-        ~ok & np.isnan(strict) & (jac >= rule[1]) & (np.minimum(covers_newer, covers_earlier) >= rule[4])
+        ~ok & ~(strict >= 0) & (jac >= rule[1]) & (np.minimum(covers_newer, covers_earlier) >= rule[4])
     )
     if len(maybe):
         long_run = int(rule[6])
@@ -254,11 +259,13 @@ def facts_veto(
     ok = np.array(ok, bool)
     if verifier.facts_min_new <= 0:
         return ok
-    weak = np.flatnonzero(ok & np.isnan(np.asarray(strict, np.float64)) & (np.asarray(jac) < verifier.facts_max_jaccard))
-    if len(weak):
-        ok[weak] = ~pair_facts_differ(
-            *numbers, np.asarray(newer)[weak], np.asarray(earlier)[weak], verifier.facts_min_new, verifier.facts_min_share
-        )
+    strict = np.asarray(strict, np.float64)
+    weak = np.flatnonzero(ok & ~(strict >= 0) & (np.asarray(jac) < verifier.facts_max_jaccard))
+    for rows, share in ((weak[np.isnan(strict[weak])], verifier.facts_min_share), (weak[strict[weak] < 0], SHORT_FACTS_SHARE)):
+        if len(rows):
+            ok[rows] = ~pair_facts_differ(
+                *numbers, np.asarray(newer)[rows], np.asarray(earlier)[rows], verifier.facts_min_new, share
+            )
     return ok
 
 
@@ -369,8 +376,9 @@ def _stream(
                             ok = _accepts(s, c_new, c_old, strict[d], rule)
                             if not ok and _passage_candidate(s, c_new, c_old, strict[d], rule):
                                 ok = _by_passages(hashes, hash_off, table, d, c, rule)
-                            if ok and facts and s < rule[9] and strict[d] != strict[d]:
-                                ok = not facts_differ(nums, num_off, d, c, int(rule[7]), rule[8])
+                            if ok and facts and s < rule[9] and not strict[d] >= 0:
+                                share = rule[8] if strict[d] != strict[d] else SHORT_FACTS_SHARE
+                                ok = not facts_differ(nums, num_off, d, c, int(rule[7]), share)
                         else:
                             if len(hash_off) > 0 and exact_floor <= s < exact_ceiling:
                                 # In the batch the shingle sets are at hand: settle the estimate exactly.

@@ -308,7 +308,9 @@ class MinHashLayer(Layer):
             jac = estimated_jaccard(hits.payload["minhash"], sig[rows])
             old_in_new = self.registry_covered(hits.payload["minhash"], rows, sets, hasher, batch)
             covers = (coverage_from_jaccard(jac, old_in_new), old_in_new)
-            ok = registry_verifier_of(cfg).accepts(jac, *covers, strict[rows]) & (jac >= VERIFY_FLOOR)
+            # On the signature alone there are no figures to check: a short text keeps the plain rule.
+            on_signature = np.where(strict[rows] < 0, cfg.minhash_short_jaccard, strict[rows])
+            ok = registry_verifier_of(cfg).accepts(jac, *covers, on_signature) & (jac >= VERIFY_FLOOR)
             how = np.full(len(hits), ON_SIGNATURE, object)
             band = np.flatnonzero((jac >= VERIFY_FLOOR) & (jac < cfg.minhash_registry_threshold))
             if len(band):

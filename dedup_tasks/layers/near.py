@@ -91,11 +91,16 @@ URL_UPDATE = "_url_update"  # set by L1: the row's URL was seen before with othe
 def strict_rows(batch: pa.Table, cfg) -> np.ndarray:
     """Per row the plain Jaccard the verifier asks instead of its coverage rule (NaN: none): for a
     page L1 kept as an update of a page it knew, ``minhash_update_jaccard`` (new content under a
-    known URL stays an update unless near-identical); for a text under ``simhash_min_chars``,
-    ``minhash_short_jaccard`` (in a 70-character flash a few changed facts leave most 5-grams shared,
-    so coverage says little)."""
+    known URL stays an update unless near-identical); for a text under ``minhash_short_plain_chars``,
+    ``minhash_short_jaccard``; for another text under ``simhash_min_chars``, ``SHORT``: the verifier,
+    with a facts check that one changed figure fails (in a flash a few changed facts leave most
+    5-grams shared, and the facts check reads exactly those)."""
+    from dedup_tasks.fingerprint.candidates import SHORT
+
     out = np.full(batch.num_rows, np.nan)
-    out[text_lengths(batch) < cfg.simhash_min_chars] = cfg.minhash_short_jaccard
+    length = text_lengths(batch)
+    out[length < cfg.simhash_min_chars] = SHORT
+    out[length < cfg.minhash_short_plain_chars] = cfg.minhash_short_jaccard
     if URL_UPDATE in batch.column_names:
         out[bool_col(batch, URL_UPDATE)] = cfg.minhash_update_jaccard
     return out

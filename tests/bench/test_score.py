@@ -204,3 +204,28 @@ def test_near_recall_per_edit_and_per_language_band(truth: pd.DataFrame) -> None
     assert r["recall_near_j_0_5_0_7"] == 0.0 and r["recall_near_j_ge_0_7"] == 1.0
     assert r["recall_near_by_band_words"]["0.5-0.7"]["n"] == 1  # a3 at 0.65 on the second measure
     assert "typos" in format_near_table(r)
+
+
+def test_corpus_copies_are_reported_apart(truth: pd.DataFrame) -> None:
+    # c retells b's story (bench.corpus_copies); dropping it is neither a false drop nor a hit, and
+    # a near copy c2 of c that names b keeps its provenance through the merged cluster.
+    extra = pd.DataFrame(
+        [
+            ("c", "B1", "zh", "corpus_copy", "b", "b", 0.62, False, False, 1, []),
+            ("c2", "B1", "zh", "near_copy", "b", "c", 0.9, True, False, 1, []),
+        ],
+        columns=truth.columns,
+    )
+    t = pd.concat([truth, extra], ignore_index=True)
+    r = score(_decisions(t, {**PERFECT, "c": "b", "c2": "b"}), t)
+    assert r["false_drop_rate"] == 0.0 and r["false_drop_rate_by_kind"]["original"]["dropped"] == 0
+    assert "corpus_copy" not in r["false_drop_rate_by_kind"]
+    assert r["precision"] == r["recall"] == 1.0 and r["provenance_precision"] == 1.0
+    assert r["counts"]["tp"] == 5 and r["counts"]["unjudged"] == 1 and r["counts"]["docs"] == len(t)
+    assert r["unjudged"]["corpus_copy"]["n"] == 1 and r["unjudged"]["corpus_copy"]["dropped"] == 1
+    assert r["unjudged"]["corpus_copy"]["by_band"]["0.5-0.7"] == {"n": 1, "dropped": 1, "recall": 1.0}
+    kept = score(_decisions(t, {**PERFECT, "c2": "b"}), t)
+    assert kept["recall"] == 1.0 and kept["unjudged"]["corpus_copy"]["dropped"] == 0
+    # Labelled an original, the same drop is a false drop.
+    as_original = t.assign(kind=t["kind"].replace("corpus_copy", "original"))
+    assert score(_decisions(as_original, {**PERFECT, "c": "b", "c2": "b"}), as_original)["counts"]["fp"] == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -298,6 +299,41 @@ def test_short_texts_are_held_to_the_strict_rule():
         {"doc_id": "b", "url": "https://s.com/b", "title": "Housing", "content": b},
     ])  # fmt: skip
     assert d["b"]["action"] == "keep"
+
+
+def test_a_short_copy_is_verified_and_one_changed_figure_keeps_a_look_alike():
+    # A short copy truncated and given a source line (J 0.5-0.8): the verifier with its facts
+    # check, not a plain J >= 0.8, decides a text under simhash_min_chars.
+    zh = "紫金矿业一季度实现营业收入356.2亿元，同比增长12.5%。公司表示，铜和黄金产量均创历史新高。"
+    zh_copy = zh[:-9] + "（来源：新华网）"
+    en = "BRIEF-Vandelay Imports Q1 revenue up 56.8% to $4966 mln"
+    en_other = "BRIEF-Vandelay Imports Q1 revenue up 56.8% to $5486 mln"  # 1 of 3 figures changed
+    rows = [
+        {"doc_id": "zh", "url": "https://s.com/zh", "content": zh, "lang": "zh"},
+        {"doc_id": "zh_copy", "url": "https://t.com/zh", "content": zh_copy, "lang": "zh"},
+        {"doc_id": "en", "url": "https://s.com/en", "content": en},
+        {"doc_id": "en_other", "url": "https://t.com/en", "content": en_other},
+    ]
+    d = decisions(rows)
+    assert d["zh_copy"]["action"] == "drop" and d["zh_copy"]["layer"] == "minhash"
+    assert float(d["zh_copy"]["score"]) < 0.8
+    assert d["en_other"]["action"] == "keep"
+    # The plain rule for every short text (the rule before): the copy is kept.
+    plain = decisions(rows, config=replace(CONFIG, minhash_short_plain_chars=CONFIG.simhash_min_chars))
+    assert plain["zh_copy"]["action"] == "keep"
+    # The usual facts share (half the framed figures) would have dropped the look-alike.
+    assert changed_share(en_other, en) < CONFIG.minhash_facts_min_share
+
+
+def changed_share(newer: str, earlier: str) -> float:
+    from dedup_tasks.fingerprint.numbers import changed_numbers
+    from dedup_tasks.layers.near import number_sets
+
+    cfg = DedupConfig()
+    batch = prepare(make_batch([{"doc_id": "a", "url": "https://a.com/", "content": newer}, {"doc_id": "b", "url": "https://b.com/", "content": earlier}]), cfg)
+    nums, off = number_sets(batch)
+    changed, framed = changed_numbers(nums, off, 0, 1)
+    return changed / framed
 
 
 # --- the facts check: reports from one template differ in their figures ------------------------------
