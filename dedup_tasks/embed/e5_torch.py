@@ -14,6 +14,7 @@ L2 normalization; "query: " prefix on both sides of a symmetric comparison.
 
 from __future__ import annotations
 
+import re
 import struct
 from pathlib import Path
 
@@ -133,10 +134,25 @@ class E5Tokenizer:
         return out
 
 
+def native_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
+    """Whether the CPU multiplies bfloat16 natively (AMX or AVX-512 BF16).
+
+    Without it oneDNN emulates bf16 and autocast is a loss: on an AVX2-only host a 128-token head
+    took ~720 ms of CPU in bf16 against ~120 ms in fp32 (docs/semantic.md, third pass), while on the
+    AMX host bf16 was the fast path. Unknown (no cpuinfo): fp32, the safe choice.
+    """
+    try:
+        flags = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        return False
+    words = set(re.findall(r"[a-z0-9_]+", flags.split("flags", 1)[1].split("\n", 1)[0])) if "flags" in flags else set()
+    return bool(words & {"amx_bf16", "avx512_bf16"})
+
+
 class E5Torch:
     """The e5-small encoder in torch, fp32 weights; ``embed(texts)`` -> (n, 384) L2-normalized."""
 
-    def __init__(self, path: str | Path | None = None, bf16: bool = True, threads: int | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, bf16: bool | None = None, threads: int | None = None) -> None:
         import torch
 
         f = E5File(path)
@@ -163,7 +179,7 @@ class E5Torch:
             for ln, pre in ((self.layers[-1][2], "aln"), (self.layers[-1][5], "oln")):
                 ln.weight.data, ln.bias.data = g[f"{pre}.w"], g[f"{pre}.b"]
         self.encoder = torch.nn.ModuleList(self.layers).eval()
-        self.bf16 = bf16
+        self.bf16 = native_bf16() if bf16 is None else bool(bf16)
         if threads:
             torch.set_num_threads(int(threads))
 

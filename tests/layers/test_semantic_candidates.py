@@ -16,6 +16,7 @@ from dedup_tasks.layers.semantic import SemanticLayer
 from dedup_tasks.pipeline import prepare
 from dedup_tasks.registry.base import MemoryRegistry
 from dedup_tasks.registry.embeddings import store_for
+from tests.embed.fakes import FakeEmbedder
 
 B0, B1 = "2026-12-01T00", "2026-12-01T01"
 
@@ -162,3 +163,23 @@ def test_sentence_transformers_runs_on_cuda_when_present() -> None:
     assert str(next(embedder._model.parameters()).device).startswith("cuda")
     vectors = embedder.encode([STORY, REWRITE])
     assert vectors.shape == (2, embedder.dim)
+
+
+def test_aligned_confirmation_scores_sketch_pairs_by_their_sentences(fake) -> None:
+    from dedup_tasks.embed.aligned import aligned_scores
+
+    b0 = batch_of([STORY, UNRELATED, REWRITE], "a")
+    texts = b0.column("_near_text").to_pylist()
+    expected = float(aligned_scores(FakeEmbedder().encode, [texts[2]], [texts[0]])[0])
+    head = FakeEmbedder().encode([texts[2], texts[0]])
+    assert abs(expected - float(head[0] @ head[1])) > 0.01  # the two scores differ: the test can tell them apart
+
+    def run(threshold: float):
+        cfg = config(semantic_sketch_confirm="aligned", semantic_aligned_head_min=0.0, semantic_sketch_threshold_en=threshold)
+        return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
+
+    out = run(expected - 1e-4)
+    drops = out.drops.to_pylist()
+    assert [(r["doc_id"], r["matched_doc_id"]) for r in drops] == [("a2", "a0")]
+    assert abs(drops[0]["score"] - expected) < 1e-5 and out.stats.extra["aligned_pairs"] >= 1
+    assert run(expected + 1e-4).drops.num_rows == 0

@@ -1,0 +1,32 @@
+"""Sentence-aligned scores of rewrite candidates (dedup_tasks.embed.aligned)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dedup_tasks.embed.aligned import aligned_scores, sentences
+from tests.embed.fakes import FakeEmbedder
+
+
+def test_sentences_split_latin_and_cjk_and_cut_long_runs() -> None:
+    assert sentences("One thing happened. Then another! Did it? Yes.") == ["One thing happened.", "Then another!", "Did it?", "Yes."]
+    assert sentences("深圳地铁将设立头等车厢。买双倍票可享坐票？是的，当然可以") == ["深圳地铁将设立头等车厢。", "买双倍票可享坐票？", "是的，当然可以"]
+    run = "没有标点的一段很长的中文" * 30  # 360 characters, no sentence end
+    parts = sentences(run, max_chars=100)
+    assert len(parts) == 4 and all(len(p) <= 100 for p in parts) and "".join(parts) == run
+    assert len(sentences(" ".join(f"Sentence number {i}." for i in range(20)), max_sentences=5)) == 5
+    assert sentences("") == [] and sentences("a. b. c.") == []  # pieces under min_chars are not sentences
+
+
+def test_a_reordered_rewrite_scores_above_a_same_topic_text() -> None:
+    fake = FakeEmbedder()
+    source = "The council approved the budget on Tuesday. Bus fares will fall by ten percent. Three new lines open in May."
+    reordered = "Three new lines open in May. The council approved the budget on Tuesday. Bus fares will fall by ten percent."
+    same_topic = "The council debated the budget on Tuesday. Bus drivers may strike in June. No new lines are planned."
+    scores = aligned_scores(fake.encode, [reordered, same_topic, ""], [source, source, source])
+    assert scores[0] > 0.99  # every sentence finds itself
+    assert scores[1] < scores[0] - 0.2
+    assert scores[2] == -1.0
+    # One embedding call for every distinct sentence of every pair.
+    assert len(fake.calls) == 1 and len(fake.encoded) == len(set(fake.encoded)) == 6
+    assert np.isclose(aligned_scores(fake.encode, [source], [source])[0], 1.0, atol=1e-5)
