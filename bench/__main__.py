@@ -313,8 +313,15 @@ THROUGHPUT_PROCESSES = 5
 def cmd_throughput(
     sizes: list[int], seed: int, processes: int = THROUGHPUT_PROCESSES, peers: tuple[str, ...] | list[str] = WHOLE_PROCESS_PEERS
 ) -> dict:
+    import compileall
     import statistics
 
+    from dedup_tasks.warmup import compile_bytecode
+
+    # As `make install` leaves it: every process below (ours and the peers' harness) loads bytecode
+    # instead of compiling modules from source where PYTHONDONTWRITEBYTECODE is set.
+    compile_bytecode()
+    compileall.compile_dir(Path(__file__).parent, quiet=1)
     load_at_start = os.getloadavg()
     runs = []
     for docs in sizes:

@@ -286,12 +286,13 @@ def run_layers(
 ) -> tuple[pa.Table, list[pa.Table], list[LayerStats]]:
     """The enabled layers in cascade order; ``layer_classes`` replaces some layers' classes (another
     engine's subclasses that read fingerprints it computed elsewhere)."""
-    classes = {**LAYER_CLASSES, **(layer_classes or {})}
+    # Looked up per enabled layer: a disabled layer's module is never imported (layers.LAYER_CLASSES).
+    replaced = layer_classes or {}
     drops, stats = [], []
     for name in ALL_LAYERS:
         if not ctx.config.layer_enabled(name):
             continue
-        out = classes[name](ctx.config).run(batch, ctx)
+        out = (replaced.get(name) or LAYER_CLASSES[name])(ctx.config).run(batch, ctx)
         batch = out.survivors
         drops.append(out.drops)
         stats.append(out.stats)

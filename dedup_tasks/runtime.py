@@ -13,6 +13,7 @@ def process_settings() -> None:
     use_shared_allocator()
     use_passive_thread_pools()
     skip_numba_blas_probe()
+    skip_numba_cffi_support()
 
 
 def use_shared_allocator() -> None:
@@ -54,3 +55,19 @@ def skip_numba_blas_probe() -> None:
         import numba.np.arraymath  # noqa: F401
     finally:
         del sys.modules["scipy.linalg"]
+
+
+def skip_numba_cffi_support() -> None:
+    """Spare numba's CFFI support: numba's first kernel imports ``numba.core.typing.cffi_utils``,
+    which builds a ``cffi.FFI()`` and so imports pycparser (~0.04 CPU-s) to type calls of CFFI
+    functions, which no kernel of the project makes. It is imported here with ``cffi`` hidden, so
+    numba records "no CFFI" (calling a CFFI function from nopython code would not compile in this
+    process); ``cffi`` itself stays importable."""
+    if "numba.core.typing.cffi_utils" in sys.modules or "cffi" in sys.modules:
+        return
+    sys.modules["cffi"] = None  # type: ignore[assignment]  # import fails fast: numba catches it
+    try:
+        import numba.core.typing.cffi_utils  # noqa: F401
+    finally:
+        del sys.modules["cffi"]
+

@@ -6,7 +6,8 @@ so every kernel the pipeline calls is compiled with the argument types a real ba
 later process (an Airflow task, the CLI) then loads the machine code from the cache instead of
 spending about a minute compiling. It prints how many kernels came from the cache, so running it
 twice shows the cache works: the second run compiles nothing. The NFKC fold table
-(``normalize.fold``) is built and saved the same way, once.
+(``normalize.fold``) and the character class table (``normalize.codepoint_kernels``) are built and
+saved the same way, once, and the package's modules are byte-compiled (``compile_bytecode``).
 
 Numba keys the cache on each source file's path and modification time, so editing a kernel, moving
 the checkout or changing the CPU recompiles (once) by itself.
@@ -89,11 +90,29 @@ def warm_up() -> dict[str, object]:
     }  # fmt: skip
 
 
+def compile_bytecode() -> int:
+    """Write the ``.pyc`` of every module of the package; returns how many were (re)written.
+
+    Python writes them on first import, except where ``PYTHONDONTWRITEBYTECODE`` is set (as on the
+    benchmark VM): there every process compiled the package's ~14,000 lines from source again
+    (~0.04-0.1 CPU-s of a 20k-doc ``python -m dedup_tasks run``, docs/performance.md). A ``.pyc``
+    older than its source is ignored by Python, so an edit never runs stale code."""
+    import compileall
+    from pathlib import Path
+
+    package = Path(__file__).parent
+    before = {p: p.stat().st_mtime_ns for p in package.rglob("*.pyc")}
+    compileall.compile_dir(package, quiet=1)
+    return sum(1 for p in package.rglob("*.pyc") if before.get(p) != p.stat().st_mtime_ns)
+
+
 def main() -> int:
+    compiled_modules = compile_bytecode()
     result = warm_up()
     print(
         f"numba warm-up: {result['loaded_from_cache']} kernel signatures loaded from the cache, "
-        f"{result['compiled']} compiled and cached, NFKC table {result['fold_table']}, {result['seconds']:.1f} s"
+        f"{result['compiled']} compiled and cached, NFKC table {result['fold_table']}, {result['seconds']:.1f} s; "
+        f"{compiled_modules} module(s) byte-compiled"
     )
     return 0
 

@@ -194,3 +194,27 @@ def test_large_batches_keep_no_text_between_passes_and_decide_the_same(planted, 
     assert cached.decisions.equals(uncached.decisions)
     assert cached.kept.equals(uncached.kept)
     assert (cached.decisions.column("action").to_pylist()).count("drop") >= 4
+
+
+LAZY_PROBE = """
+import sys
+import pyarrow as pa
+from dedup_tasks.config import DedupConfig
+from dedup_tasks.pipeline import run_batch
+from dedup_tasks.registry.base import MemoryRegistry
+from dedup_tasks.warmup import _batch
+result = run_batch(_batch(), "2026-01-01T00", DedupConfig.load({"layers": "url,exact,simhash,minhash"}), MemoryRegistry())
+print(result.decisions.num_rows, "dedup_tasks.layers.semantic" in sys.modules, "psycopg2" in sys.modules)
+from dedup_tasks.layers import LAYER_CLASSES, SemanticLayer
+from dedup_tasks.layers.semantic import SemanticLayer as direct
+print(LAYER_CLASSES["semantic"] is direct is SemanticLayer, list(LAYER_CLASSES))
+"""
+
+
+def test_a_run_without_l4_never_imports_the_semantic_layer():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", LAZY_PROBE], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == "48 False False"
+    assert out[1] == "True ['url', 'exact', 'simhash', 'minhash', 'semantic']"

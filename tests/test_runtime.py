@@ -58,3 +58,24 @@ def test_process_settings_quiet_thread_pools_and_skip_the_blas_probe(policy):
     out = subprocess.run([sys.executable, "-c", PROCESS_PROBE], env=env, capture_output=True, text=True, check=True).stdout.split()
     # A parallel kernel ran without numba importing scipy.linalg, which others can still import.
     assert out == [policy or "PASSIVE", "False", "importable"]
+
+
+CFFI_PROBE = """
+import sys
+from dedup_tasks.runtime import process_settings
+process_settings()
+import numpy as np
+from dedup_tasks.fingerprint import kernels
+kernels.band_keys(np.zeros((2, 6), np.uint32), 2, 3)
+print("pycparser" in sys.modules, "cffi" in sys.modules)
+import cffi
+cffi.FFI()
+print("importable")
+"""
+
+
+def test_process_settings_skip_numba_cffi_support():
+    pytest.importorskip("cffi")
+    out = subprocess.run([sys.executable, "-c", CFFI_PROBE], capture_output=True, text=True, check=True).stdout.split()
+    # A kernel ran without numba building a cffi.FFI (pycparser); cffi is importable for others.
+    assert out == ["False", "False", "importable"]

@@ -21,3 +21,14 @@ def test_a_second_process_loads_every_kernel_from_the_cache() -> None:
     ).stdout
     assert ", 0 compiled and cached" in out, out
     assert not out.startswith("numba warm-up: 0 kernel"), out
+
+
+def test_bytecode_is_written_even_where_python_would_not() -> None:
+    cache = REPO / "dedup_tasks" / "__pycache__"
+    for pyc in cache.glob("cli.*.pyc"):
+        pyc.unlink()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
+    code = "from dedup_tasks.warmup import compile_bytecode; print(compile_bytecode())"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True, capture_output=True, text=True).stdout
+    assert int(out.split()[-1]) >= 1
+    assert list(cache.glob("cli.*.pyc"))

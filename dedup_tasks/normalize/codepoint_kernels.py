@@ -6,8 +6,12 @@ lookup per character. Character classes come from ``unicodedata`` once, at impor
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sys
 import unicodedata
+import uuid
+from pathlib import Path
 
 import numpy as np
 from numba import njit, prange
@@ -39,7 +43,52 @@ def _char_classes() -> np.ndarray:
     return table
 
 
-CLASSES = _char_classes()
+def _classes_path() -> Path:
+    """Where the built table is kept: ``__pycache__`` beside this file (as numba's cache and the NFKC
+    fold table), named by this file and the Unicode version, so an edit or a new Python builds anew."""
+    key = hashlib.blake2b(Path(__file__).read_bytes(), digest_size=8)
+    key.update(f"{unicodedata.unidata_version}|{sys.version_info[:2]}".encode())
+    return Path(__file__).parent / "__pycache__" / f"char-classes-{key.hexdigest()}.npy"
+
+
+def _load_classes(path: Path) -> np.ndarray | None:
+    try:
+        table = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+    sane = table.dtype == np.uint8 and table.shape == (_TABLE_SIZE,) and int(table.max(initial=0)) <= NEWLINE
+    return table if sane else None
+
+
+def _save_classes(path: Path, table: np.ndarray) -> None:
+    """A temporary name, then a rename: a reader never sees half a file. Unwritable: not saved."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            np.save(fh, table, allow_pickle=False)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        return
+    for stale in path.parent.glob("char-classes-*.npy"):  # built from an earlier version of this file
+        if stale != path:
+            stale.unlink(missing_ok=True)
+
+
+def _cached_char_classes() -> np.ndarray:
+    """``_char_classes()``, loaded from ``_classes_path()``, or built and saved there: building
+    takes 131,072 ``unicodedata`` lookups (~0.07 CPU-s, in every process that imports this module);
+    ``make install`` (``dedup_tasks.warmup``) builds it once. A missing or bad file is rebuilt."""
+    path = _classes_path()
+    table = _load_classes(path)
+    if table is None:
+        table = _char_classes()
+        _save_classes(path, table)
+    return table
+
+
+CLASSES = _cached_char_classes()
 assert sys.maxunicode == 0x10FFFF
 
 

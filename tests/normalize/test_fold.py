@@ -199,3 +199,23 @@ def test_saved_fold_table_equals_a_fresh_build_and_a_bad_file_is_rebuilt(tmp_pat
         assert np.array_equal(tables[0], built[0]) and fold._load_tables(path) is not None
     finally:
         fold._tables.cache_clear()
+
+
+def test_saved_char_classes_equal_a_fresh_build_and_a_bad_file_is_rebuilt(tmp_path, monkeypatch):
+    built = ck._char_classes()
+    assert np.array_equal(ck.CLASSES, built)  # what this process loaded (or built) at import
+    path = tmp_path / "__pycache__" / "char-classes-x.npy"
+    monkeypatch.setattr(ck, "_classes_path", lambda: path)
+    # No file: built and saved; then loaded from the file.
+    assert np.array_equal(ck._cached_char_classes(), built) and path.exists()
+    loaded = ck._load_classes(path)
+    assert loaded is not None and loaded.dtype == np.uint8 and np.array_equal(loaded, built)
+    # A truncated file, or one with values no class has, is not used: built and saved again.
+    for bad in (path.read_bytes()[:1000], None):
+        if bad is None:
+            np.save(path, np.full(len(built), 9, np.uint8))
+        else:
+            path.write_bytes(bad)
+        assert ck._load_classes(path) is None
+        assert np.array_equal(ck._cached_char_classes(), built)
+        assert np.array_equal(ck._load_classes(path), built)
