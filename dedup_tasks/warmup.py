@@ -74,7 +74,8 @@ def warm_up() -> dict[str, object]:
 
     t0 = time.perf_counter()
     table_saved = fold.table_path().exists()
-    config = DedupConfig.load({"layers": "url,exact,simhash,minhash"})
+    # No published partitions exist here: registry candidates are judged on their signature, quietly.
+    config = DedupConfig.load({"layers": "url,exact,simhash,minhash", "minhash_text_max_partitions": 0})
     registry = MemoryRegistry()
     run_batch(_batch(), "2026-01-01T00", config, registry)
     run_batch(_batch(), "2026-01-01T01", config, registry)  # the cross-batch paths
