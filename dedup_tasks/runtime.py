@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -48,13 +49,7 @@ def skip_numba_blas_probe() -> None:
     the cascade uses BLAS, so the probe runs once with ``scipy.linalg`` hidden and numba records
     "no BLAS" (``np.dot`` in nopython code would not compile in this process); ``scipy.linalg``
     itself stays importable for everything else (L4's libraries)."""
-    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
-        return
-    sys.modules["scipy.linalg"] = None  # type: ignore[assignment]  # import fails fast: numba catches it
-    try:
-        import numba.np.arraymath  # noqa: F401
-    finally:
-        del sys.modules["scipy.linalg"]
+    _import_with_hidden("numba.np.arraymath", "scipy.linalg")
 
 
 def skip_numba_cffi_support() -> None:
@@ -63,11 +58,16 @@ def skip_numba_cffi_support() -> None:
     functions, which no kernel of the project makes. It is imported here with ``cffi`` hidden, so
     numba records "no CFFI" (calling a CFFI function from nopython code would not compile in this
     process); ``cffi`` itself stays importable."""
-    if "numba.core.typing.cffi_utils" in sys.modules or "cffi" in sys.modules:
-        return
-    sys.modules["cffi"] = None  # type: ignore[assignment]  # import fails fast: numba catches it
-    try:
-        import numba.core.typing.cffi_utils  # noqa: F401
-    finally:
-        del sys.modules["cffi"]
+    _import_with_hidden("numba.core.typing.cffi_utils", "cffi")
 
+
+def _import_with_hidden(module: str, hidden: str) -> None:
+    """Import ``module`` while ``hidden`` cannot be imported (numba then records the feature as absent);
+    ``hidden`` stays importable afterwards. Nothing happens when either is already imported."""
+    if module in sys.modules or hidden in sys.modules:
+        return
+    sys.modules[hidden] = None  # type: ignore[assignment]  # import fails fast: numba catches it
+    try:
+        importlib.import_module(module)
+    finally:
+        del sys.modules[hidden]

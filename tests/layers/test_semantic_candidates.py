@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -13,10 +11,10 @@ from dedup_tasks.embed.embedders import resolve_device
 from dedup_tasks.embed.sketch import SKETCH_DIM, SKETCH_MODEL_ID, story_sketches
 from dedup_tasks.layers.base import LayerContext
 from dedup_tasks.layers.semantic import SemanticLayer
-from dedup_tasks.pipeline import prepare
 from dedup_tasks.registry.base import MemoryRegistry
 from dedup_tasks.registry.embeddings import store_for
 from tests.embed.fakes import FakeEmbedder
+from tests.layers.batches import prepared_batch
 
 B0, B1 = "2026-12-01T00", "2026-12-01T01"
 
@@ -47,18 +45,7 @@ OTHER = (
 
 
 def batch_of(texts: list[str], prefix: str, hour: int = 0) -> pa.Table:
-    n = len(texts)
-    start = datetime(2026, 12, 1, hour, tzinfo=UTC)
-    raw = pa.table({
-        "doc_id": [f"{prefix}{i}" for i in range(n)],
-        "url": [f"https://site{i}.{prefix}.example/story-{i}" for i in range(n)],
-        "title": [None] * n,
-        "content": texts,
-        "fetched_at": pa.array([start + timedelta(minutes=i) for i in range(n)], pa.timestamp("us", tz="UTC")),
-        "lang": ["en"] * n,
-        "site": [f"site{i}.{prefix}.example" for i in range(n)],
-    })
-    return prepare(raw, DedupConfig())
+    return prepared_batch(texts, prefix, hour, site=True)
 
 
 def config(**kw) -> DedupConfig:

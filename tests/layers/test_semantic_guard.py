@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +12,8 @@ from dedup_tasks.io import BatchPaths, write_parquet_dir
 from dedup_tasks.layers.base import LayerContext, set_column
 from dedup_tasks.layers.near import URL_UPDATE, record_suspects
 from dedup_tasks.layers.semantic import SemanticLayer
-from dedup_tasks.pipeline import prepare
 from dedup_tasks.registry.base import MemoryRegistry
+from tests.layers.batches import prepared_batch
 
 B0, B1 = "2026-12-01T00", "2026-12-01T01"
 
@@ -38,17 +37,7 @@ OTHER = "A rare orchid thought extinct for a century was found on a cliff in the
 
 
 def prepared(texts: list[str], prefix: str, hour: int = 0) -> pa.Table:
-    n = len(texts)
-    start = datetime(2026, 12, 1, hour, tzinfo=UTC)
-    raw = pa.table({
-        "doc_id": [f"{prefix}{i}" for i in range(n)],
-        "url": [f"https://site{i}.{prefix}.example/list-{i}" for i in range(n)],
-        "title": [None] * n,
-        "content": texts,
-        "fetched_at": pa.array([start + timedelta(minutes=i) for i in range(n)], pa.timestamp("us", tz="UTC")),
-        "lang": ["en"] * n,
-    })
-    return prepare(raw, DedupConfig())
+    return prepared_batch(texts, prefix, hour, page="list")
 
 
 def with_near_miss(batch: pa.Table, row: int, doc: str, batch_id: str, jaccard: float = 0.77) -> pa.Table:
