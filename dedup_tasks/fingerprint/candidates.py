@@ -116,7 +116,8 @@ def _accepts(j, c_new, c_old, strict, rule):
 # pair when its stamp is the pair's generation, so nothing is cleared between pairs.
 IN_A = np.uint8(1)
 IN_B = np.uint8(2)
-UNSEEN = -(2**40)  # positions in _scattered: not yet seen, and seen more than once
+# Marks in _scattered's positions: a shingle not yet seen in the other document, and one seen there twice or more.
+UNSEEN = -(2**40)
 REPEATED = -(2**41)
 
 
