@@ -124,7 +124,7 @@ def run_ours(root: Path, layers=CASCADE_LAYERS) -> tuple[pd.DataFrame, dict]:
 
 def cmd_quality(size: str, seed: int, peers: list[str] | None, source: str = "eval") -> dict:
     from bench.peers import CONCURRENT_PEERS, available_peers, run_peers
-    from bench.score import format_near_table, format_table, score
+    from bench.score import format_edit_band_table, format_near_table, format_table, score
 
     spec = SIZES[size]
     root = crawl(spec["docs"], spec["hours"], seed, source)
@@ -145,8 +145,10 @@ def cmd_quality(size: str, seed: int, peers: list[str] | None, source: str = "ev
     table = format_table(results)
     print(table)
     print(format_near_table(results["crawl-dedup"]))
+    print(format_edit_band_table(results["crawl-dedup"]))
     print("docs/s: " + ", ".join(f"{k} {v['docs_per_s']:,.0f}" for k, v in speed.items()))
-    data = {"size": size, "seed": seed, "source": source, "docs": len(docs), "hours": spec["hours"], "results": results, "speed": speed, "table": table}
+    data = {"size": size, "seed": seed, "source": source, "docs": len(docs), "hours": spec["hours"], "results": results, "speed": speed, "table": table,
+            "edit_band_table": format_edit_band_table(results["crawl-dedup"])}
     write_result(f"quality-{size}" + ("" if source == "eval" else f"-{source}"), data)
     return data
 

@@ -99,6 +99,15 @@ class DedupConfig:
     # or cut, not other names and amounts in one template).
     minhash_passage_min_coverage: float = 0.55
     minhash_max_scattered: float = 0.15
+    # In a Chinese text of at least simhash_min_chars, a run of at least minhash_passage_run_zh 5-gram
+    # positions that is *added* on one side (an inserted or cut sentence: in the other text its
+    # neighbours are adjacent) is a passage too, not only runs of candidates.LONG_RUN (20: a span of 16
+    # space-free English characters, about three words). The same content takes 0.40 of those
+    # characters in Chinese (STS-B train/dev and its Chinese translation: median 40 vs 16, mean 48.7 vs
+    # 19.7; news sentences, Reuters + BBC vs Sogou: median 102 vs 33, 0.32): 4 + 0.40 x 16 = 10.
+    # Replacements (a template's other names and amounts, as long on both sides) stay scattered; short
+    # texts keep LONG_RUN. LONG_RUN here turns it off. docs/near-copies.md, session nq18.
+    minhash_passage_run_zh: int = 10
     # A pair accepted under minhash_facts_max_jaccard (on coverage, passages or J) is refused when the newer states
     # at least minhash_facts_min_new distinct numbers, and minhash_facts_min_share of its own, that the
     # earlier does not: reports from one template differ in their figures (0 turns the check off).
@@ -279,6 +288,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "simhash_max_distance": (0, 16),
     "simhash_min_chars": (0, None),
     "minhash_short_plain_chars": (0, None),
+    "minhash_passage_run_zh": (1, None),
     "simhash_word_ngram": (1, 16),
     "minhash_num_perm": (1, 4096),
     "minhash_bands": (1, None),

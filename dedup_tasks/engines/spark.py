@@ -57,7 +57,7 @@ from dedup_tasks.io import BatchPaths, InputError, input_files, replace_dir, wri
 from dedup_tasks.layers import LayerContext, LayerStats
 from dedup_tasks.layers.base import REASON, add_reason
 from dedup_tasks.layers.minhash import VERIFY_FLOOR, MinHashLayer, minhash_rows, verifier_of
-from dedup_tasks.layers.near import NEAR_LEN, number_sets
+from dedup_tasks.layers.near import NEAR_LEN, number_sets, passage_runs
 from dedup_tasks.layers.simhash import SimHashLayer, simhash_rows
 from dedup_tasks.pipeline import (
     LONG_REASON,
@@ -304,7 +304,8 @@ def _band_pass(config: DedupConfig) -> Callable[[Iterator[pa.RecordBatch]], Iter
 
 
 def _verify_pass(config: DedupConfig) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """``verify_pairs`` (L3's verifier, the passage rule included) on both documents' shingle sets.
+    """``verify_pairs`` (L3's verifier, the passage rule included, with the newer row's passage run
+    length from its language and length, ``near.passage_runs``) on both documents' shingle sets.
     Per-row strictness (URL updates, short texts) depends on L1's outcome, so it is applied on the
     driver; the loose verdict and the scores here are what the verifier reads either way."""
     verifier = verifier_of(config)
@@ -327,8 +328,12 @@ def _verify_pass(config: DedupConfig) -> Callable[[Iterator[pa.RecordBatch]], It
                 b, b_off = _uint32_rows(rb.column("sets_e").take(take))
                 hashes = np.concatenate([a, b])
                 offsets = np.concatenate([a_off, b_off[1:] + a_off[-1]])
+                runs = passage_runs(
+                    rb.column("lang_n").take(take).to_numpy(zero_copy_only=False), rb.column("len_n").take(take).to_numpy(), config
+                )
                 got = verify_pairs(
-                    hashes, offsets, np.arange(len(rows)), np.arange(len(rows)) + len(rows), verifier, np.full(len(rows), np.nan)
+                    hashes, offsets, np.arange(len(rows)), np.arange(len(rows)) + len(rows), verifier, np.full(len(rows), np.nan),
+                    runs=runs,
                 )
                 ok[rows] = got[0]
                 for out, values in zip(scores, got[1:], strict=True):
@@ -400,9 +405,9 @@ def candidate_pairs(spark: SparkSession, rows_dir: Path, config: DedupConfig, ou
         )
     )
     verdicts = (
-        screened.join(side({"sets": "sets_n"}, "newer"), ["batch_id", "newer"])
+        screened.join(side({"sets": "sets_n", "lang": "lang_n", "near_len": "len_n"}, "newer"), ["batch_id", "newer"])
         .join(side({"sets": "sets_e"}, "earlier"), ["batch_id", "earlier"])
-        .select("batch_id", "newer", "earlier", "mh_band", "est", "dist", "sets_n", "sets_e")
+        .select("batch_id", "newer", "earlier", "mh_band", "est", "dist", "sets_n", "sets_e", "lang_n", "len_n")
         .mapInArrow(_verify_pass(config), _VERDICTS_SCHEMA)
     )
     verdicts.write.mode("overwrite").partitionBy("batch_id").parquet(str(out))

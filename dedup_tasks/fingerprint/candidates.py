@@ -49,7 +49,9 @@ class Verifier:
     sentence), the pair is read in text order: it is a copy when the differences come in whole
     passages, i.e. at most ``max_scattered`` of either document's 5-gram positions miss the other in
     short runs (under ``LONG_RUN``). Pages of one list article or template (other names, amounts)
-    differ everywhere in short runs. This needs both sets, so it runs in the batch only.
+    differ everywhere in short runs. This needs both sets, so it runs in the batch only. Where the
+    caller gives ``runs`` (per row: a Chinese sentence is shorter in characters), a shorter run is a
+    passage too when it is added on one side, not a replacement (``_scattered``).
 
     A pair accepted under Jaccard ``facts_max_jaccard`` (on coverage, passages or its Jaccard) is refused when the
     newer states figures the earlier does not (``facts_min_new`` distinct numbers, ``facts_min_share``
@@ -95,7 +97,10 @@ class Verifier:
 
 SHORT = -1.0  # a ``strict`` value: the loose rule, and any changed figure refuses the pair
 SHORT_FACTS_SHARE = 1e-9  # facts_differ's share for SHORT rows: one changed framed number is enough
-LONG_RUN = 20  # 5-gram positions: a run this long is a passage (a sentence), shorter ones are edits
+# 5-gram positions: a run this long is a passage (a sentence), shorter ones are edits. A changed span of
+# 16 space-free characters, about three English words. A long Chinese text counts shorter runs that are
+# added on one side (not replacements) as passages too (DedupConfig.minhash_passage_run_zh, _scattered).
+LONG_RUN = 20
 
 
 @njit(cache=True)
@@ -111,12 +116,16 @@ def _accepts(j, c_new, c_old, strict, rule):
 # pair when its stamp is the pair's generation, so nothing is cleared between pairs.
 IN_A = np.uint8(1)
 IN_B = np.uint8(2)
+# Marks in _scattered's positions: a shingle not yet seen in the other document, and one seen there twice or more.
+UNSEEN = -(2**40)
+REPEATED = -(2**41)
 
 
 @njit(cache=True)
 def _pair_table(offsets):
     """Scratch for pair checks of the documents ``offsets`` delimits: (values, stamps, membership
-    bits, [generation, mask]), room for the two largest sets at most two-thirds full."""
+    bits, [generation, mask], positions), room for the two largest sets at most two-thirds full
+    (positions: of a shingle in one document of the pair, written by ``_scattered`` when it needs them)."""
     first = 0
     second = 0
     for d in range(len(offsets) - 1):
@@ -127,7 +136,10 @@ def _pair_table(offsets):
         elif size > second:
             second = size
     slots = hash_table_size(first + second)
-    return np.empty(slots, np.uint32), np.zeros(slots, np.int32), np.zeros(slots, np.uint8), np.zeros(2, np.int64)
+    return (
+        np.empty(slots, np.uint32), np.zeros(slots, np.int32), np.zeros(slots, np.uint8), np.zeros(2, np.int64),
+        np.zeros(slots, np.int64),
+    )  # fmt: skip
 
 
 @njit(inline="always", cache=True)
@@ -143,7 +155,7 @@ def _slot(values, stamps, gen, mask, v):
 def _overlap(hashes, offsets, table, a, b):
     """(common, distinct in a, distinct in b) of two documents' shingle sets (the 32-bit values
     their signatures are taken over). Leaves the pair's sets in ``table`` for ``_scattered``."""
-    values, stamps, bits, state = table
+    values, stamps, bits, state, _ = table
     lo_a, hi_a, lo_b, hi_b = offsets[a], offsets[a + 1], offsets[b], offsets[b + 1]
     state[0] += 1
     gen = np.int32(state[0])
@@ -182,30 +194,75 @@ def _exact_jaccard(hashes, offsets, table, a, b):
 
 
 @njit(cache=True)
-def _scattered(hashes, offsets, table, d, other_bit, long_run):
+def _scattered(hashes, offsets, table, d, o, other_bit, long_run, added_run):
     """Share of document d's shingle positions (in text order) that miss the other document's set
     in runs shorter than ``long_run``: differences scattered through the text (other names and
     amounts in one template, dense typos) rather than whole passages added or cut.
 
-    Reads the pair ``_overlap`` last put in ``table`` (d is one of its two documents; ``other_bit``
-    the membership bit of the other)."""
-    values, stamps, bits, state = table
+    With ``added_run`` under ``long_run``, a shorter run of at least ``added_run`` positions is a
+    passage too when it is *added*, not a replacement: in the other document o the shared text on
+    either side of the run is (nearly) contiguous, the text between (positions apart, less the 5 of
+    a 5-gram) under half of the run's own changed characters (its length less 4). A sentence
+    inserted into a copy (or cut from it) is added on one side; a template's other name or amount
+    replaces one on the other side, in runs as long on both. Where o is located by shingles that
+    occur once in o, followed along the shared stretch next to the run (a repeated name there); a
+    run with no such anchor before or after it, up to the next difference, is not known to be added.
+
+    Reads the pair ``_overlap`` last put in ``table`` (d and o its two documents; ``other_bit`` the
+    membership bit of o)."""
+    values, stamps, bits, state, pos = table
     gen = np.int32(state[0])
     mask = state[1]
+    added = added_run < long_run
+    lo, hi = offsets[d], offsets[d + 1]
+    size_o = offsets[o + 1] - offsets[o]
+    if added:
+        # Where each of o's shingles occurs in o; REPEATED where it occurs more than once.
+        for k in range(offsets[o], offsets[o + 1]):
+            pos[_slot(values, stamps, gen, mask, hashes[k])] = UNSEEN
+        for k in range(offsets[o], offsets[o + 1]):
+            slot = _slot(values, stamps, gen, mask, hashes[k])
+            pos[slot] = k - offsets[o] if pos[slot] == UNSEEN else REPEATED
     run = 0
     short = 0
-    total = offsets[d + 1] - offsets[d]
-    for i in range(offsets[d], offsets[d + 1] + 1):
+    # o's position of the shared 5-gram before position i: an anchor, or one followed along the shared
+    # stretch since; -5 a virtual one before o's start; REPEATED unknown.
+    before = np.int64(-5)
+    for i in range(lo, hi + 1):
         hit = True
-        if i < offsets[d + 1]:
-            hit = (bits[_slot(values, stamps, gen, mask, hashes[i])] & other_bit) != 0
-        if hit:
-            if 0 < run < long_run:
-                short += run
-            run = 0
-        else:
+        slot = 0
+        if i < hi:
+            slot = _slot(values, stamps, gen, mask, hashes[i])
+            hit = (bits[slot] & other_bit) != 0
+        if not hit:
             run += 1
-    return short / total if total > 0 else 0.0
+            continue
+        at = before + 1 if before != REPEATED else REPEATED
+        if added:
+            at = _anchor_at(hashes, values, stamps, bits, pos, gen, mask, i, hi, other_bit, size_o) if run > 0 else (
+                pos[slot] if i < hi and pos[slot] >= 0 else at
+            )
+        if 0 < run < long_run:
+            one_sided = before != REPEATED and at != REPEATED and 2 * (at - before - 5) < run - 4
+            if not (added and run >= added_run and one_sided):
+                short += run
+        run = 0
+        before = at
+    return short / (hi - lo) if hi > lo else 0.0
+
+
+@njit(cache=True)
+def _anchor_at(hashes, values, stamps, bits, pos, gen, mask, i, hi, other_bit, size_o):
+    """o's position of d's shared 5-gram at i (the first after a run): its own if it occurs once in
+    o, else the first such anchor further on along the shared stretch, less the distance walked;
+    REPEATED if a difference (or nothing) comes first. Past d's end, a virtual 5-gram after o's."""
+    for j in range(i, hi):
+        slot = _slot(values, stamps, gen, mask, hashes[j])
+        if (bits[slot] & other_bit) == 0:
+            return REPEATED
+        if pos[slot] >= 0:
+            return pos[slot] - (j - i)
+    return size_o + 4 - (hi - i)
 
 
 @njit(cache=True)
@@ -214,22 +271,25 @@ def _passage_candidate(j, c_new, c_old, strict, rule):
 
 
 @njit(cache=True)
-def _by_passages(hashes, offsets, table, d, c, rule):
-    """The passage rule on the pair (d, c) that ``_overlap(..., d, c)`` last put in ``table``."""
+def _by_passages(hashes, offsets, table, d, c, rule, added_run):
+    """The passage rule on the pair (d, c) that ``_overlap(..., d, c)`` last put in ``table``: runs of
+    ``LONG_RUN`` positions are passages, added ones from ``added_run`` (the newer row's ``runs``)."""
     long_run = int(rule[6])
     return (
-        _scattered(hashes, offsets, table, d, IN_B, long_run) <= rule[5]
-        and _scattered(hashes, offsets, table, c, IN_A, long_run) <= rule[5]
+        _scattered(hashes, offsets, table, d, c, IN_B, long_run, added_run) <= rule[5]
+        and _scattered(hashes, offsets, table, c, d, IN_A, long_run, added_run) <= rule[5]
     )
 
 
 def verify_pairs(
     hashes: np.ndarray, offsets: np.ndarray, newer: np.ndarray, earlier: np.ndarray, verifier: Verifier, strict: np.ndarray,
-    numbers: tuple[np.ndarray, np.ndarray] | None = None,
+    numbers: tuple[np.ndarray, np.ndarray] | None = None, runs: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The verifier on pairs of documents whose shingle sets are at hand (``pair_overlap``'s layout):
     (accepted, Jaccard, covers newer, covers earlier), the in-batch rule of ``stream_minhash``
-    (``numbers``: the documents' number hashes and offsets, same indexing, for the facts check)."""
+    (``numbers``: the documents' number hashes and offsets, same indexing, for the facts check;
+    ``runs``: per pair the added-passage run length of its newer row, ``layers.near.passage_runs``;
+    None: ``LONG_RUN`` for all, see ``_scattered``)."""
     jac, covers_newer, covers_earlier = pair_overlap(hashes, offsets, newer, earlier)
     strict = np.asarray(strict, np.float64)
     ok = np.asarray(verifier.accepts(jac, covers_newer, covers_earlier, strict), bool)
@@ -239,9 +299,10 @@ def verify_pairs(
     )
     if len(maybe):
         long_run = int(rule[6])
+        added = long_run if runs is None else np.asarray(runs, np.int64)[maybe]
         scattered = np.maximum(
-            pair_scattered(hashes, offsets, newer[maybe], earlier[maybe], long_run),
-            pair_scattered(hashes, offsets, earlier[maybe], newer[maybe], long_run),
+            pair_scattered(hashes, offsets, newer[maybe], earlier[maybe], long_run, added),
+            pair_scattered(hashes, offsets, earlier[maybe], newer[maybe], long_run, added),
         )
         ok[maybe] = scattered <= rule[5]
     if numbers is not None:
@@ -269,18 +330,27 @@ def facts_veto(
     return ok
 
 
-def pair_scattered(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, long_run: int = LONG_RUN) -> np.ndarray:
-    """``_scattered`` of each pair (a[i] against b[i])."""
-    return _pair_scattered(np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(a, np.int64), np.asarray(b, np.int64), long_run)
+def pair_scattered(
+    hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, long_run: int = LONG_RUN,
+    added_run: int | np.ndarray | None = None,
+) -> np.ndarray:
+    """``_scattered`` of each pair (a[i] against b[i]); ``added_run`` one length or one per pair
+    (None: ``long_run``, every run under it scattered)."""
+    a = np.asarray(a, np.int64)
+    added = np.broadcast_to(np.asarray(long_run if added_run is None else added_run, np.int64), a.shape)
+    return _pair_scattered(
+        np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), a, np.asarray(b, np.int64), int(long_run),
+        np.ascontiguousarray(added),
+    )
 
 
 @njit(cache=True)
-def _pair_scattered(hashes, offsets, a, b, long_run):
+def _pair_scattered(hashes, offsets, a, b, long_run, added_run):
     table = _pair_table(offsets)
     out = np.zeros(len(a))
     for i in range(len(a)):
         _overlap(hashes, offsets, table, a[i], b[i])
-        out[i] = _scattered(hashes, offsets, table, a[i], IN_B, long_run)
+        out[i] = _scattered(hashes, offsets, table, a[i], b[i], IN_B, long_run, added_run[i])
     return out
 
 
@@ -310,7 +380,7 @@ def _pair_overlap(hashes, offsets, a, b):
 @njit(cache=True)
 def _stream(
     keys, active, values, is_simhash, max_distance, min_jaccard, suspect_bound, hashes, hash_off, exact_floor, exact_ceiling,
-    strict, rule, nums, num_off,
+    strict, rule, nums, num_off, runs,
 ):
     n, n_bands = keys.shape
     table = _pair_table(hash_off)
@@ -375,7 +445,7 @@ def _stream(
                             c_old = common / size_c if size_c > 0 else 0.0
                             ok = _accepts(s, c_new, c_old, strict[d], rule)
                             if not ok and _passage_candidate(s, c_new, c_old, strict[d], rule):
-                                ok = _by_passages(hashes, hash_off, table, d, c, rule)
+                                ok = _by_passages(hashes, hash_off, table, d, c, rule, runs[d] if len(runs) else int(rule[6]))
                             if ok and facts and s < rule[9] and not strict[d] >= 0:
                                 share = rule[8] if strict[d] != strict[d] else SHORT_FACTS_SHARE
                                 ok = not facts_differ(nums, num_off, d, c, int(rule[7]), share)
@@ -424,7 +494,7 @@ def stream_simhash(
     out = _stream(
         np.ascontiguousarray(keys), active.astype(np.bool_), simhash.reshape(-1, 1), True,
         int(max_distance), 2.0, float(suspect_max_distance), _NO_SETS, _NO_OFFSETS, 2.0, 2.0,
-        np.full(len(simhash), np.nan), _NO_RULE, _NO_NUMBERS, _NO_OFFSETS,
+        np.full(len(simhash), np.nan), _NO_RULE, _NO_NUMBERS, _NO_OFFSETS, _NO_OFFSETS,
     )
     return StreamResult(*out)
 
@@ -441,6 +511,7 @@ def stream_minhash(
     verifier: Verifier | None = None,
     strict: np.ndarray | None = None,
     numbers: tuple[np.ndarray, np.ndarray] | None = None,
+    runs: np.ndarray | None = None,
 ) -> StreamResult:
     """Jaccard >= threshold against earlier kept rows sharing an LSH band.
 
@@ -452,7 +523,8 @@ def stream_minhash(
     With ``shingles`` and a ``verifier``, every candidate estimated at ``exact_floor`` or more is
     decided by the verifier on the exact sets (``strict``: per row NaN, or the plain Jaccard that row
     needs instead); the coverage of each match is returned with it. ``numbers`` (per-row number
-    hashes and offsets) enable the verifier's facts check.
+    hashes and offsets) enable the verifier's facts check; ``runs`` (per row, ``layers.near.passage_runs``)
+    is the passage rule's added-run length for the row as the newer of a pair (None: ``LONG_RUN``).
     """
     sets, set_off = shingles if shingles is not None else (_NO_SETS, _NO_OFFSETS)
     rule = verifier.rule if verifier is not None and shingles is not None else _NO_RULE
@@ -463,5 +535,6 @@ def stream_minhash(
         np.ascontiguousarray(signatures), False, 0, float(threshold), float(suspect_min),
         sets, set_off, float(exact_floor), float(exact_ceiling), strict, rule,
         np.ascontiguousarray(nums, np.uint64), np.asarray(num_off, np.int64),
+        _NO_OFFSETS if runs is None else np.ascontiguousarray(runs, np.int64),
     )
     return StreamResult(*out)

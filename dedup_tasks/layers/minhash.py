@@ -45,6 +45,7 @@ from dedup_tasks.layers.near import (
     chunks,
     near_text_spans,
     number_sets,
+    passage_runs_of,
     shingle_sets,
     strict_rows,
     text_lengths,
@@ -217,16 +218,17 @@ def _join(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) ->
 
 def verify_on_text(
     row_sets: tuple[np.ndarray, np.ndarray], numbers: tuple[np.ndarray, np.ndarray], rows: np.ndarray,
-    earlier: EarlierText, verifier: Verifier, strict: np.ndarray,
+    earlier: EarlierText, verifier: Verifier, strict: np.ndarray, runs: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The in-batch verifier on (batch row rows[i], earlier document earlier.index[i]) pairs whose
     earlier text was found: (accepted, Jaccard, covers newer, covers earlier). ``row_sets`` are the
-    shingle sets of ``np.unique(rows)`` in that order, ``numbers`` the batch rows' number sets."""
+    shingle sets of ``np.unique(rows)`` in that order, ``numbers`` the batch rows' number sets, ``runs``
+    the passage run length of each pair (its batch row's)."""
     uniq, inverse = np.unique(rows, return_inverse=True)
     hashes, offsets = _join(row_sets, (earlier.hashes, earlier.offsets))
     nums = _join(_gather(numbers, uniq), earlier.numbers)
     earlier_rows = len(uniq) + earlier.index[earlier.index >= 0]
-    return verify_pairs(hashes, offsets, inverse, earlier_rows, verifier, strict, nums)
+    return verify_pairs(hashes, offsets, inverse, earlier_rows, verifier, strict, nums, runs)
 
 
 class MinHashLayer(Layer):
@@ -276,7 +278,7 @@ class MinHashLayer(Layer):
         cfg = self.config
         return stream_minhash(
             keys, sig, active, cfg.minhash_threshold, cfg.suspect_jaccard_min, sets,
-            exact_floor=VERIFY_FLOOR, verifier=verifier, strict=strict, numbers=numbers,
+            exact_floor=VERIFY_FLOOR, verifier=verifier, strict=strict, numbers=numbers, runs=passage_runs_of(batch, cfg),
         )  # fmt: skip
 
     def run(self, batch: pa.Table, ctx: LayerContext) -> LayerOutput:
@@ -320,7 +322,8 @@ class MinHashLayer(Layer):
                 got = band[earlier.index >= 0]
                 if len(got):
                     ok_t, jac_t, new_t, old_t = verify_on_text(
-                        self.sets_of(np.unique(rows[got]), sets, batch), numbers, rows[got], earlier, verifier, strict[rows[got]]
+                        self.sets_of(np.unique(rows[got]), sets, batch), numbers, rows[got], earlier, verifier, strict[rows[got]],
+                        passage_runs_of(batch, cfg)[rows[got]],
                     )
                     ok[got], jac[got], covers[0][got], covers[1][got] = ok_t, jac_t, new_t, old_t
                     how[got] = ON_TEXT

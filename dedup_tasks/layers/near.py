@@ -106,6 +106,23 @@ def strict_rows(batch: pa.Table, cfg) -> np.ndarray:
     return out
 
 
+def passage_runs(lang: np.ndarray, length: np.ndarray, cfg) -> np.ndarray:
+    """Per row the verifier's added-passage run length (5-gram positions) when the row is the newer
+    of a pair: ``minhash_passage_run_zh`` for a Chinese text of at least ``simhash_min_chars`` (a
+    Chinese sentence takes 0.4 of the characters of an English one; only runs added on one side count,
+    ``candidates._scattered``), ``LONG_RUN`` otherwise (short texts too: a flash from a template
+    differs only in short runs)."""
+    from dedup_tasks.fingerprint.candidates import LONG_RUN
+
+    zh = (np.asarray(lang, object) == "zh") & (np.asarray(length, np.int64) >= cfg.simhash_min_chars)
+    return np.where(zh, cfg.minhash_passage_run_zh, LONG_RUN).astype(np.int64)
+
+
+def passage_runs_of(batch: pa.Table, cfg) -> np.ndarray:
+    """``passage_runs`` of the rows of a prepared batch."""
+    return passage_runs(strings_np(batch, "_lang"), text_lengths(batch), cfg)
+
+
 def shingle_sets(
     batch: pa.Table, rows: np.ndarray, zh_chars: int, en_words: int, en_chars: bool, cache: NearText | None = None
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -30,6 +30,7 @@ from dedup_tasks.layers.near import (
     chunks,
     near_text_spans,
     number_sets,
+    passage_runs_of,
     shingle_sets,
     strict_rows,
     text_lengths,
@@ -83,7 +84,7 @@ class SimHashLayer(Layer):
         )
         return verify_pairs(
             hashes, offsets, inverse[: len(newer)], inverse[len(newer) :], verifier_of(cfg), strict,
-            number_sets(batch, involved, ctx.near_text),
+            number_sets(batch, involved, ctx.near_text), passage_runs_of(batch, cfg)[newer],
         )  # fmt: skip
 
     name = "simhash"

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bench.generate import GeneratedCrawl
-from bench.score import ScoringError, format_near_table, format_table, score
+from bench.score import ScoringError, format_edit_band_table, format_near_table, format_table, score
 
 # A tiny hand-made truth. Cluster A: original a, url repeat a2 (source a), near copy a3 named after
 # a2 (J 0.85), near copy a4 (J 0.6). Cluster B: original b, exact copy b2 in the next batch.
@@ -204,6 +204,13 @@ def test_near_recall_per_edit_and_per_language_band(truth: pd.DataFrame) -> None
     assert r["recall_near_j_0_5_0_7"] == 0.0 and r["recall_near_j_ge_0_7"] == 1.0
     assert r["recall_near_by_band_words"]["0.5-0.7"]["n"] == 1  # a3 at 0.65 on the second measure
     assert "typos" in format_near_table(r)
+    # Per language x target band x edit kind: a4 (typos, J 0.6) missed, a3 (typos + truncate, J 0.85) caught.
+    cells = r["recall_near_by_edit_band_lang"]["en"]
+    assert cells["0.5-0.7"]["typos"] == {"n": 1, "dropped": 0, "recall": 0.0}
+    assert cells[">=0.7"]["typos"] == {"n": 1, "dropped": 1, "recall": 1.0}
+    assert cells["0.5-0.7"]["truncate"]["n"] == 0
+    table = format_edit_band_table(r)
+    assert "0.000 (1)" in table and "1.000 (1)" in table
 
 
 def test_corpus_copies_are_reported_apart(truth: pd.DataFrame) -> None:

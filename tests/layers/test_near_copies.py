@@ -400,3 +400,141 @@ def test_text_reads_are_capped_per_run(en_articles, tmp_path):
     # No partition may be read: the signature rule keeps the copy, and the keep says so.
     assert got["copy"]["action"] == "keep" and "judged on its signature only" in got["copy"]["reason"]
     assert stats["partitions_read"] == 0 and stats["registry_text_missing"] >= 1
+
+
+# --- Chinese passages: a short sentence added on one side, not a replacement (session nq18) ---------
+
+_ZH_INSERTS = ("记者随后致电相关部门。", "此事仍在调查之中。", "目前双方均未回应。", "详情请见下期报道。", "本报将继续关注。", "网友对此议论纷纷。")
+
+
+def zh_copy_with_short_sentences(text: str) -> str:
+    """The first 65% of the sentences with six short ones (8-11 characters) inserted among them."""
+    import re
+
+    sents = [s for s in re.split(r"(?<=[。！？])", text) if s.strip()]
+    keep = sents[: int(len(sents) * 0.65)]
+    step = max(1, len(keep) // 6)
+    out = []
+    for i, s in enumerate(keep):
+        out.append(s)
+        if i % step == step - 1 and i // step < len(_ZH_INSERTS):
+            out.append(_ZH_INSERTS[i // step])
+    return "".join(out)
+
+
+def zh_passage_pair(zh_articles) -> tuple[dict, str, tuple]:
+    """The first article whose copy (``zh_copy_with_short_sentences``) the passage rule decides:
+    J 0.45-0.7, neither side covered 0.8, scattered over 0.15 when every run under LONG_RUN counts.
+    Returns (article, copy, ``_zh_pair_metrics``)."""
+    for art in zh_articles:
+        if "?" in art["text"] or not 400 <= len(art["text"]) <= 1500:  # mis-decoded pages; article-sized
+            continue
+        copy = zh_copy_with_short_sentences(art["text"])
+        got = jac, covers_newer, covers_earlier, every, _ = _zh_pair_metrics(art["text"], copy)
+        if 0.45 <= jac < 0.7 and max(covers_newer, covers_earlier) < 0.8 and every > CONFIG.minhash_max_scattered:
+            return art, copy, got
+    raise AssertionError("no article gives a pair for the passage rule")
+
+
+def _zh_pair_metrics(a: str, b: str) -> tuple[float, float, float, float, float]:
+    """(J, covers newer, covers earlier, scattered with every short run, with added runs as passages)."""
+    from dedup_tasks.fingerprint.candidates import LONG_RUN, pair_scattered
+
+    batch = prepare(make_batch([{"doc_id": "0", "url": "https://a.com/", "content": a, "lang": "zh"},
+                                {"doc_id": "1", "url": "https://b.com/", "content": b, "lang": "zh"}]), CONFIG)  # fmt: skip
+    _, _, (h, o) = minhash_rows(batch, MinHasher(), CONFIG.zh_shingle_chars, CONFIG.en_shingle_words, None, True)
+    new, old = np.array([1]), np.array([0])
+    jac, cn, ce = pair_overlap(h, o, new, old)
+    every = max(pair_scattered(h, o, new, old, LONG_RUN)[0], pair_scattered(h, o, old, new, LONG_RUN)[0])
+    run = CONFIG.minhash_passage_run_zh
+    added = max(pair_scattered(h, o, new, old, LONG_RUN, run)[0], pair_scattered(h, o, old, new, LONG_RUN, run)[0])
+    return jac[0], cn[0], ce[0], every, added
+
+
+def test_passage_runs_are_shorter_for_long_chinese_texts_only():
+    from dedup_tasks.fingerprint.candidates import LONG_RUN
+    from dedup_tasks.layers.near import passage_runs
+
+    got = passage_runs(np.array(["zh", "zh", "en", "en"], object), np.array([100, 99, 500, 50]), CONFIG)
+    assert got.tolist() == [CONFIG.minhash_passage_run_zh, LONG_RUN, LONG_RUN, LONG_RUN]
+    assert CONFIG.minhash_passage_run_zh < LONG_RUN
+
+
+def test_a_short_run_counts_as_a_passage_only_when_added_on_one_side():
+    from dedup_tasks.fingerprint.candidates import pair_scattered
+
+    base = np.arange(100, dtype=np.uint32)
+    inserted = np.concatenate([base[:50], np.arange(1000, 1012), base[50:]]).astype(np.uint32)  # 12 positions added
+    replaced = np.concatenate([base[:50], np.arange(2000, 2012), base[62:]]).astype(np.uint32)  # 12 replaced by 12
+    listed = np.concatenate([base[:50], np.arange(3000, 3012), base[[7, 8]], base[62:]]).astype(np.uint32)  # beside repeats
+    hashes = np.concatenate([base, inserted, replaced, base[:60], base[7:9], base[60:], listed])
+    offsets = np.cumsum([0, 100, 112, 100, 102, 102]).astype(np.int64)
+    one = np.array([0])
+    # Every run under 20 is scattered (the rule for English and short texts).
+    assert pair_scattered(hashes, offsets, np.array([1]), one, 20)[0] == pytest.approx(12 / 112)
+    # From 10 positions an added run is a passage, on the side that has it and on the side that lacks it.
+    assert pair_scattered(hashes, offsets, np.array([1]), one, 20, 10)[0] == 0.0
+    assert pair_scattered(hashes, offsets, one, np.array([1]), 20, 10)[0] == 0.0
+    # A replacement (a template's other name or amount) is scattered on both sides.
+    assert pair_scattered(hashes, offsets, np.array([2]), one, 20, 10)[0] == pytest.approx(12 / 100)
+    assert pair_scattered(hashes, offsets, one, np.array([2]), 20, 10)[0] == pytest.approx(12 / 100)
+    # A run whose neighbour occurs twice in the other text is not known to be added: scattered.
+    assert pair_scattered(hashes, offsets, np.array([4]), np.array([3]), 20, 10)[0] == pytest.approx(12 / 102)
+
+
+@pytest.mark.parametrize("across_hours", [False, True])
+def test_a_chinese_copy_with_short_inserted_sentences_is_dropped(zh_articles, tmp_path, across_hours):
+    art, copy, (jac, covers_newer, covers_earlier, every, added) = zh_passage_pair(zh_articles)
+    # Truncated and given six short sentences: neither side covered 0.8, so the passage rule decides;
+    # the inserted sentences are runs of 12-15 positions, under LONG_RUN but added on one side.
+    assert 0.45 <= jac < 0.7 and CONFIG.minhash_passage_min_coverage <= min(covers_newer, covers_earlier) < 0.8
+    assert every > CONFIG.minhash_max_scattered >= added
+    rows = [
+        {"doc_id": "orig", "url": "https://a.cn/1", "content": art["text"], "lang": "zh"},
+        {"doc_id": "copy", "url": "https://b.cn/1", "content": copy, "lang": "zh"},
+    ]  # no titles: the pair is the one measured above
+    hours = [[rows[0]], [rows[1]]] if across_hours else [rows]
+    for run, expected in ((CONFIG.minhash_passage_run_zh, "drop"), (20, "keep")):
+        config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path / f"r{run}"), minhash_passage_run_zh=run)
+        got, stats = run_hours(hours, tmp_path / f"r{run}", config)[-1]
+        assert got["copy"]["action"] == expected, (run, got["copy"]["reason"])
+        if expected == "drop":
+            assert got["copy"]["layer"] == "minhash" and got["copy"]["matched_doc_id"] == "orig"
+            assert "(verified)" in got["copy"]["reason"]
+        if across_hours:
+            assert stats["registry_verified_on_text"] >= 1
+
+
+_ZH_SURNAMES = "王李张刘陈杨赵黄周吴"
+_ZH_GIVEN = ("伟", "芳", "娜", "秀英", "敏", "静", "丽", "强", "磊", "军")
+_ZH_CITIES = ("北京", "上海", "广州", "深圳", "杭州", "成都")
+
+
+def zh_list_page(page: int, rng: random.Random) -> str:
+    """A page of a ranked list in Chinese: short template words between the fields, so that one
+    entry's other name, city and amounts miss the other page in one run of 10-20 positions."""
+    return "\n".join(
+        f"第{10 * page + i + 1}名：{rng.choice(_ZH_SURNAMES)}{rng.choice(_ZH_GIVEN)}（{rng.choice(_ZH_CITIES)}），"
+        f"资产{rng.randint(10, 9999) / 10}亿元，较上年变化{rng.randint(1, 400) / 10}%。"
+        for i in range(10)
+    )
+
+
+@pytest.mark.parametrize("across_hours", [False, True])
+def test_pages_of_a_chinese_list_article_are_kept(zh_articles, tmp_path, across_hours):
+    rng = random.Random(1)
+    intro = "".join(a["text"] for a in zh_articles if "?" not in a["text"])[:700]
+    pages = [
+        {"doc_id": f"p{p}", "url": f"https://lists.example.cn/rich?page={p}", "title": "年度富豪榜",
+         "content": intro + "\n" + zh_list_page(p, rng), "lang": "zh"}
+        for p in (1, 2)
+    ]  # fmt: skip
+    jac, covers_newer, covers_earlier, every, added = _zh_pair_metrics(pages[0]["content"], pages[1]["content"])
+    # Covered enough for the passage rule; the entries' runs are replacements, scattered either way.
+    assert 0.45 <= jac < 0.7 and min(covers_newer, covers_earlier) >= CONFIG.minhash_passage_min_coverage
+    assert added > CONFIG.minhash_max_scattered
+    hours = [[pages[0]], [pages[1]]] if across_hours else [pages]
+    # The facts check off: the passage rule alone keeps the page.
+    config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path), minhash_facts_min_new=0)
+    got, _ = run_hours(hours, tmp_path, config)[-1]
+    assert got["p2"]["action"] == "keep", got["p2"]["reason"]
