@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -71,3 +72,31 @@ def _import_with_hidden(module: str, hidden: str) -> None:
         importlib.import_module(module)
     finally:
         del sys.modules[hidden]
+
+
+# Set by pause_gc, so resume_gc re-enables only a collector it turned off itself.
+_gc_paused = False
+
+
+def pause_gc() -> None:
+    """Turn the cyclic garbage collector off for a process's start-up: the CLI's entry point calls it
+    before importing anything, ``resume_gc`` after the first batch.
+
+    Start-up allocates hundreds of thousands of long-lived objects (numpy, pyarrow, pandas, numba's
+    typing and target contexts, each kernel loaded from the cache) and no garbage worth a collection;
+    the collector still ran ~300 young and two full collections over them in a 20k-doc
+    ``python -m dedup_tasks run`` (~0.08-0.1 CPU-s, docs/performance.md)."""
+    global _gc_paused
+    if gc.isenabled():
+        gc.disable()
+        _gc_paused = True
+
+
+def resume_gc() -> None:
+    """Turn the collector back on if ``pause_gc`` turned it off; what exists now is moved to the
+    permanent generation (``gc.freeze``), so later full collections do not walk it again."""
+    global _gc_paused
+    if _gc_paused:
+        _gc_paused = False
+        gc.freeze()
+        gc.enable()
