@@ -110,3 +110,30 @@ def test_resume_gc_leaves_a_collector_it_did_not_turn_off_alone():
     probe = "import gc; gc.disable(); from dedup_tasks.runtime import resume_gc; resume_gc(); print(gc.isenabled(), gc.get_freeze_count())"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "0"]
+
+
+BLAS_PROBE = """
+import os, runpy, sys
+seen = []
+class Spy:
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy" and not seen:
+            seen.append(os.environ.get("OPENBLAS_THREAD_TIMEOUT"))
+        return None
+sys.meta_path.insert(0, Spy())
+sys.argv = ["dedup_tasks", "show", "--root", sys.argv[1]]
+try:
+    runpy.run_module("dedup_tasks", run_name="__main__")
+except SystemExit:
+    pass
+print("BLAS", seen)
+"""
+
+
+@pytest.mark.parametrize("given", [None, "20"])
+def test_the_cli_entry_point_quiets_blas_threads_before_numpy_is_imported(tmp_path, given):
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if given:
+        env["OPENBLAS_THREAD_TIMEOUT"] = given
+    out = subprocess.run([sys.executable, "-c", BLAS_PROBE, str(tmp_path)], env=env, capture_output=True, text=True, check=True).stdout
+    assert [line for line in out.splitlines() if line.startswith("BLAS ")] == [f"BLAS [{given or '4'!r}]"]

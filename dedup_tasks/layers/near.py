@@ -41,7 +41,9 @@ def near_text_spans(
     return cp, offsets[:-1], offsets[1:], modes
 
 
-NEAR_LEN = "_near_len"  # given by an engine that leaves the text where it was made (engines/spark.py)
+# The near-duplicate view's length in code points: written by prepare, or given by an engine that
+# leaves the text where it was made (engines/spark.py).
+NEAR_LEN = "_near_len"
 
 
 def text_lengths(batch: pa.Table) -> np.ndarray:
