@@ -13,7 +13,7 @@ from dedup_tasks.contract import ContractError
 from dedup_tasks.io import BatchPaths, InputError, OutputError, parse_batch_id
 from dedup_tasks.layers import LayerStats
 from dedup_tasks.registry.base import MemoryRegistry, Registry
-from dedup_tasks.runtime import process_settings
+from dedup_tasks.runtime import process_settings, resume_gc
 
 
 def _parse_set(values: list[str]) -> dict[str, str]:
@@ -130,12 +130,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         with open_registry_for(config, args.no_registry) as registry:
             if args.engine == "spark":
+                resume_gc()  # a Spark driver runs every hour in one call: no start-up pause for it
                 from dedup_tasks.engines.spark import run_batches, spark_session
 
                 spark = spark_session(args.spark_master)
                 summaries = run_batches(spark, batches, config, registry, on_layer=progress, partitions=args.partitions)
             else:
-                summaries = [run_partition(paths, config, registry, on_layer=progress) for paths in batches]
+                summaries = []
+                for paths in batches:
+                    summaries.append(run_partition(paths, config, registry, on_layer=progress))
+                    resume_gc()  # start-up is over (runtime.pause_gc): later hours collect as usual
     finally:
         progress.close()
     for paths, summary in zip(batches, summaries, strict=True):
@@ -194,6 +198,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command != "run":
+        resume_gc()  # only a run's start-up goes without the collector (runtime.pause_gc)
     process_settings()
     try:
         if args.command == "run":

@@ -96,7 +96,7 @@ def repair_text(table: pa.Table, source: str) -> tuple[pa.Table, np.ndarray]:
     for name in TEXT_COLUMNS:
         if name not in table.column_names:
             continue
-        column = table.column(name).combine_chunks() if table.column(name).num_chunks else table.column(name)
+        column = _one_array(table.column(name))
         if isinstance(column, pa.ChunkedArray):
             continue
         try:
@@ -146,5 +146,21 @@ def check_rows(table: pa.Table, source: str) -> None:
 
 
 def sort_batch(table: pa.Table) -> pa.Table:
-    """Batch order: (fetched_at, doc_id). The earlier document always wins."""
-    return table.sort_by([("fetched_at", "ascending"), ("doc_id", "ascending")])
+    """Batch order: (fetched_at, doc_id). The earlier document always wins.
+
+    A batch already in that order (a crawler writes an hour as it fetches it) with one chunk per
+    column (one row group) is returned as it is: taking it in order would copy every column, text
+    included, into the same single chunks."""
+    order = pc.sort_indices(table, [("fetched_at", "ascending"), ("doc_id", "ascending")])
+    single = all(column.num_chunks == 1 for column in table.columns)
+    if single and np.array_equal(order.to_numpy(), np.arange(len(order))):
+        return table
+    return table.take(order)
+
+
+def _one_array(column: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """The column as one array: its only chunk as it is (combine_chunks would copy it), several
+    combined; a column without chunks is returned unchanged."""
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    return column.combine_chunks() if column.num_chunks else column

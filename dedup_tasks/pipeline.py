@@ -36,6 +36,7 @@ from dedup_tasks.layers.base import (
     unescape_input_names,
 )
 from dedup_tasks.layers.minhash import signatures_of
+from dedup_tasks.layers.near import NEAR_LEN
 from dedup_tasks.normalize import codepoint_kernels as ck
 from dedup_tasks.normalize.fold import fold_codepoints, fold_scratch_size
 from dedup_tasks.normalize.text import lang_from_counts, site_codes_of, template_lines
@@ -161,6 +162,9 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
     else:
         near_parts, lengths, too_long, lang = _pass_two_by_chunk(batch, chunks, templates, given)
     batch = set_column(batch, "_empty", pa.array(lengths == 0))
+    # The view's length in code points, which the near layers read (layers.near.text_lengths) instead
+    # of counting the UTF-8 of _near_text again in every layer.
+    batch = set_column(batch, NEAR_LEN, pa.array(np.asarray(lengths, np.int64), pa.int64()))
     batch = set_column(batch, "_near_text", pa.chunked_array(near_parts, pa.string()) if near_parts else pa.array([], pa.string()))
     batch = set_column(batch, "_lang", pa.array(lang, pa.string()))
     if too_long.any():

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
-
-import pyarrow as pa
 
 
 def process_settings() -> None:
@@ -25,6 +24,8 @@ def use_shared_allocator() -> None:
     benchmark VM the first 20,000-document hour of a fresh process went from 21-23k to 27k docs/s
     (kernel time 0.37 -> 0.07 s) and peak RSS from 615 to 550 MiB (``python -m bench throughput``).
     """
+    import pyarrow as pa
+
     if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
         pa.set_memory_pool(pa.system_memory_pool())
 
@@ -71,3 +72,43 @@ def _import_with_hidden(module: str, hidden: str) -> None:
         importlib.import_module(module)
     finally:
         del sys.modules[hidden]
+
+
+def quiet_blas_threads() -> None:
+    """OpenBLAS's threads (numpy's BLAS) sleep as soon as they are idle, unless
+    ``OPENBLAS_THREAD_TIMEOUT`` is set: effective only before numpy is imported, so the CLI's entry
+    point calls it first thing (this module imports neither numpy nor pyarrow at import).
+
+    OpenBLAS starts its thread pool when numpy is imported, and each idle thread spins for 2^28
+    cycles before it sleeps: ~0.03 CPU-s of every process, though no L1-L3 kernel calls BLAS
+    (``python -c "import numpy, pyarrow"``: 0.145 -> 0.114 CPU-s, median of 8). A later BLAS call
+    (L4's libraries) wakes the threads as before."""
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+
+# Set by pause_gc, so resume_gc re-enables only a collector it turned off itself.
+_gc_paused = False
+
+
+def pause_gc() -> None:
+    """Turn the cyclic garbage collector off for a process's start-up: the CLI's entry point calls it
+    before importing anything, ``resume_gc`` after the first batch.
+
+    Start-up allocates hundreds of thousands of long-lived objects (numpy, pyarrow, pandas, numba's
+    typing and target contexts, each kernel loaded from the cache) and no garbage worth a collection;
+    the collector still ran ~300 young and two full collections over them in a 20k-doc
+    ``python -m dedup_tasks run`` (~0.08-0.1 CPU-s, docs/performance.md)."""
+    global _gc_paused
+    if gc.isenabled():
+        gc.disable()
+        _gc_paused = True
+
+
+def resume_gc() -> None:
+    """Turn the collector back on if ``pause_gc`` turned it off; what exists now is moved to the
+    permanent generation (``gc.freeze``), so later full collections do not walk it again."""
+    global _gc_paused
+    if _gc_paused:
+        _gc_paused = False
+        gc.freeze()
+        gc.enable()

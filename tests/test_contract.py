@@ -83,3 +83,22 @@ def test_empty_partition_is_an_error(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="holds no .parquet files"):
         read_input(tmp_path / "empty")
+
+
+def test_sort_batch_orders_and_leaves_an_ordered_single_chunk_batch_uncopied():
+    from datetime import UTC, datetime
+
+    from dedup_tasks.contract import sort_batch
+
+    t0 = datetime(2026, 12, 1, tzinfo=UTC)
+    ts = pa.array([t0, t0, t0.replace(minute=1)], pa.timestamp("us", tz="UTC"))
+    ordered = pa.table({"doc_id": ["a", "b", "c"], "fetched_at": ts, "content": ["x", "y", "z"]})
+    same = sort_batch(ordered)
+    assert same.column("content").chunk(0).buffers()[2].address == ordered.column("content").chunk(0).buffers()[2].address
+    # Out of order (doc_id breaks the tie of equal fetched_at), or in several chunks: taken in order.
+    shuffled = ordered.take([2, 1, 0])
+    assert sort_batch(shuffled).column("doc_id").to_pylist() == ["a", "b", "c"]
+    chunked = pa.concat_tables([ordered.slice(0, 2), ordered.slice(2)])
+    assert chunked.column("doc_id").num_chunks == 2
+    result = sort_batch(chunked)
+    assert result.equals(ordered) and result.column("doc_id").num_chunks == 1

@@ -218,3 +218,17 @@ def test_a_run_without_l4_never_imports_the_semantic_layer():
     out = subprocess.run([sys.executable, "-c", LAZY_PROBE], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[0] == "48 False False"
     assert out[1] == "True ['url', 'exact', 'simhash', 'minhash', 'semantic']"
+
+
+def test_prepare_records_the_near_view_length_the_layers_read(planted):
+    import pyarrow.compute as pc
+
+    from dedup_tasks.layers.near import NEAR_LEN, text_lengths
+    from dedup_tasks.pipeline import prepare
+
+    prepared = prepare(make_batch(planted), CONFIG)
+    # Code points of _near_text, as counting its UTF-8 would give (layers.near.text_lengths reads it).
+    counted = pc.utf8_length(prepared.column("_near_text")).to_pylist()
+    assert prepared.column(NEAR_LEN).to_pylist() == counted
+    assert text_lengths(prepared).tolist() == counted
+    assert max(counted) > 0 and "_near_len" not in run_batch(make_batch(planted), "2026-12-01T00", CONFIG, MemoryRegistry()).kept.column_names

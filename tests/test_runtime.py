@@ -79,3 +79,61 @@ def test_process_settings_skip_numba_cffi_support():
     out = subprocess.run([sys.executable, "-c", CFFI_PROBE], capture_output=True, text=True, check=True).stdout.split()
     # A kernel ran without numba building a cffi.FFI (pycparser); cffi is importable for others.
     assert out == ["False", "False", "importable"]
+
+
+GC_PROBE = """
+import gc, sys
+from dedup_tasks.runtime import pause_gc
+pause_gc()  # what python -m dedup_tasks does before importing the CLI
+import dedup_tasks.cli as cli
+import pyarrow.parquet as pq
+from dedup_tasks.warmup import _batch
+print("GC", gc.isenabled())
+pq.write_table(_batch(), sys.argv[1] + "/hour.parquet")
+args = {"run": ["run", "--input", sys.argv[1] + "/hour.parquet", "--out", sys.argv[1] + "/out", "--no-registry",
+                "--layers", "url,exact,simhash,minhash", "--no-progress"], "show": ["show", "--root", sys.argv[1]]}
+rc = cli.main(args[sys.argv[2]])
+print("GC", rc, gc.isenabled(), gc.get_freeze_count() > 0)
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "show"])
+def test_the_cli_runs_its_start_up_without_the_collector_and_resumes_it(tmp_path, command):
+    out = subprocess.run([sys.executable, "-c", GC_PROBE, str(tmp_path), command], capture_output=True, text=True, check=True).stdout
+    lines = [line.split()[1:] for line in out.splitlines() if line.startswith("GC ")]
+    # Off through the imports; on again (what existed then frozen) once the first hour is done, or
+    # right away for a command that runs no hour (show fails here: nothing was published).
+    assert lines == [["False"], ["0" if command == "run" else "2", "True", "True"]]
+
+
+def test_resume_gc_leaves_a_collector_it_did_not_turn_off_alone():
+    probe = "import gc; gc.disable(); from dedup_tasks.runtime import resume_gc; resume_gc(); print(gc.isenabled(), gc.get_freeze_count())"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "0"]
+
+
+BLAS_PROBE = """
+import os, runpy, sys
+seen = []
+class Spy:
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy" and not seen:
+            seen.append(os.environ.get("OPENBLAS_THREAD_TIMEOUT"))
+        return None
+sys.meta_path.insert(0, Spy())
+sys.argv = ["dedup_tasks", "show", "--root", sys.argv[1]]
+try:
+    runpy.run_module("dedup_tasks", run_name="__main__")
+except SystemExit:
+    pass
+print("BLAS", seen)
+"""
+
+
+@pytest.mark.parametrize("given", [None, "20"])
+def test_the_cli_entry_point_quiets_blas_threads_before_numpy_is_imported(tmp_path, given):
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if given:
+        env["OPENBLAS_THREAD_TIMEOUT"] = given
+    out = subprocess.run([sys.executable, "-c", BLAS_PROBE, str(tmp_path)], env=env, capture_output=True, text=True, check=True).stdout
+    assert [line for line in out.splitlines() if line.startswith("BLAS ")] == [f"BLAS [{given or '4'!r}]"]

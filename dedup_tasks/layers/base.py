@@ -309,16 +309,19 @@ def suspect_columns(rows: pa.Table, n: int) -> dict[str, pa.Array]:
 
 
 def add_reason(batch: pa.Table, mask: np.ndarray, reason: str | np.ndarray) -> pa.Table:
-    """Append ``reason`` ("; "-separated) to the rows in ``mask``."""
-    if not mask.any():
+    """Append ``reason`` ("; "-separated) to the rows in ``mask``.
+
+    Only the masked rows are touched, as Python strings: converting every row's note to numpy's
+    fixed-width text and back cost ~25 ms per call on a 20k-doc hour."""
+    rows = np.flatnonzero(mask)
+    if not len(rows):
         return batch
     current = batch.column(REASON).to_numpy(zero_copy_only=False).astype(object)
-    new = np.asarray(reason, dtype=object)
-    new = np.broadcast_to(new, current.shape)
-    has = np.array([c is not None for c in current])
-    combined = np.where(has, current.astype(str) + "; ", "").astype(object)
-    updated = np.where(mask, combined + new.astype(str), current)
-    updated = np.where(mask | has, updated, None)
+    new = np.broadcast_to(np.asarray(reason, dtype=object), current.shape)
+    updated = current.copy()
+    for i in rows.tolist():
+        note = str(new[i])
+        updated[i] = note if current[i] is None else f"{current[i]}; {note}"
     return set_column(batch, REASON, pa.array(updated, pa.string()))
 
 

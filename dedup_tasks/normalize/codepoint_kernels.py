@@ -136,15 +136,33 @@ def _compact(buf, offsets, lengths):
     return out, new_offsets
 
 
+# The code points CLASSES marks NEWLINE, tested by value in line_slots (checked at import below).
+LINE_BREAKS = (0x0A, 0x0B, 0x0C, 0x0D, 0x85, 0x2028, 0x2029)
+assert np.flatnonzero(CLASSES == NEWLINE).tolist() == list(LINE_BREAKS)
+
+
+@njit(inline="always", cache=True)
+def _is_break(c):
+    # LINE_BREAKS as 0 or 1 in uint32 lanes: two ranges and one value, no table lookup.
+    return (
+        np.uint32(np.uint32(c - np.uint32(0x0A)) <= np.uint32(3))
+        | np.uint32(c == np.uint32(0x85))
+        | np.uint32(np.uint32(c - np.uint32(0x2028)) <= np.uint32(1))
+    )
+
+
 @njit(parallel=True, nogil=True, cache=True)
-def line_slots(cp, offsets, table):
-    """Offsets of one slot per line (line breaks + 1) of each document (``token_lines``, ``token_view_into``)."""
+def line_slots(cp, offsets):
+    """Offsets of one slot per line (line breaks + 1) of each document (``token_lines``, ``token_view_into``).
+
+    Counted by value (``LINE_BREAKS``), which LLVM vectorizes, rather than through the class table."""
     n = len(offsets) - 1
     counts = np.zeros(n, np.int64)
     for d in prange(n):
-        lines = 1
-        for i in range(offsets[d], offsets[d + 1]):
-            lines += _cls(table, cp[i]) == 3
+        text = cp[offsets[d] : offsets[d + 1]]
+        lines = np.uint32(1)
+        for i in range(len(text)):
+            lines += _is_break(text[i])
         counts[d] = lines
     line_off = np.zeros(n + 1, np.int64)
     for d in range(n):
@@ -160,7 +178,7 @@ def token_lines(cp, offsets, table):
     gives those code points, computed on the fly in one pass.
     """
     n = len(offsets) - 1
-    line_off = line_slots(cp, offsets, table)
+    line_off = line_slots(cp, offsets)
     total = line_off[n]
     doc = np.empty(total, np.int64)
     hashes = np.empty(total, np.uint64)

@@ -88,7 +88,7 @@ def token_view(title: Rows, content: Rows, into: np.ndarray, at: int = 0) -> Tok
     (``region_size`` code points); ``strip_template_lines`` finishes it once the batch's template
     lines are known, so the folded text need not be kept between the passes."""
     buf, starts = _regions(title, content, into, at)
-    line_off = ck.line_slots(*content, ck.CLASSES)
+    line_off = ck.line_slots(*content)
     lengths, title_ends, cjk, words, has_words, line_hash, line_starts, line_ends = ck.token_view_into(
         *title, *content, ck.TOKEN_SEPARATORS, ck.CLASSES, buf, starts, line_off
     )

@@ -538,3 +538,20 @@ def test_pages_of_a_chinese_list_article_are_kept(zh_articles, tmp_path, across_
     config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path), minhash_facts_min_new=0)
     got, _ = run_hours(hours, tmp_path, config)[-1]
     assert got["p2"]["action"] == "keep", got["p2"]["reason"]
+
+
+def test_number_sets_read_chunk_by_chunk_give_the_whole_batchs_sets(monkeypatch):
+    import numpy as np
+
+    import dedup_tasks.layers.near as near
+
+    texts = ["at 250,000 to 270 000 head", "no figures", "", "6.72 pct and 13", "1987: 2.84 pct"]
+    rows = [{"doc_id": f"d{i}", "url": f"https://a.com/{i}", "content": t} for i, t in enumerate(texts)]
+    batch = prepare(make_batch(rows), CONFIG)
+    whole = near.number_sets(batch)
+    monkeypatch.setattr(near, "chunks", lambda n, size=2: ((s, min(n, s + size)) for s in range(0, n, size)))
+    parts = near.number_sets(batch)
+    assert np.array_equal(whole[0], parts[0]) and np.array_equal(whole[1], parts[1])
+    assert whole[1].tolist() == [0, 2, 2, 2, 4, 5]  # the view writes "1987 2 84": one number
+    subset = near.number_sets(batch, np.array([3, 0]))
+    assert subset[1].tolist() == [0, 2, 4]

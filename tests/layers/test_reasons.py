@@ -82,3 +82,17 @@ def test_an_earlier_note_follows_the_drop_reason_marked_as_a_note():
         "MinHash Jaccard ~0.85 >= 0.80 to doc y of batch B",
     ]
     assert out.column("score_kind").to_pylist() == ["jaccard_estimate"] * 2
+
+
+def test_add_reason_appends_to_the_masked_rows_only():
+    import numpy as np
+    import pyarrow as pa
+
+    from dedup_tasks.layers.base import REASON, add_reason
+
+    batch = pa.table({"doc_id": ["a", "b", "c", "d"], REASON: pa.array([None, "repaired text", None, "kept note"], pa.string())})
+    one = add_reason(batch, np.array([True, True, False, False]), "short text")
+    assert one.column(REASON).to_pylist() == ["short text", "repaired text; short text", None, "kept note"]
+    per_row = add_reason(one, np.array([False, False, True, True]), np.array([None, None, "bad url", "update of x"], object))
+    assert per_row.column(REASON).to_pylist() == ["short text", "repaired text; short text", "bad url", "kept note; update of x"]
+    assert add_reason(batch, np.zeros(4, bool), "never") is batch

@@ -96,3 +96,22 @@ def test_template_lines_counts_distinct_documents_per_site(doc_order):
     for min_docs in (2, 4, 9):
         expected = sorted({h for (h, _), docs in docs_per.items() if len(docs) >= min_docs})
         assert template_lines(line_doc, line_hash, site_code, min_docs).tolist() == expected
+
+
+def test_line_slots_count_the_class_tables_line_breaks():
+    import random
+
+    import numpy as np
+
+    from dedup_tasks.normalize import codepoint_kernels as ck
+
+    rng = random.Random(0)
+    breaks = np.flatnonzero(ck.CLASSES == ck.NEWLINE).tolist()
+    # Every line break, their neighbours, and ordinary text.
+    alphabet = [*breaks, *(b - 1 for b in breaks), *(b + 1 for b in breaks), 32, 65, 0x4E2D, 0x1F600]
+    docs = [[rng.choice(alphabet) for _ in range(rng.randint(0, 30))] for _ in range(200)]
+    cp = np.array([c for d in docs for c in d], np.uint32)
+    offsets = np.zeros(len(docs) + 1, np.int64)
+    np.cumsum([len(d) for d in docs], out=offsets[1:])
+    expected = [1 + sum(ck.CLASSES[c] == ck.NEWLINE for c in d if c < len(ck.CLASSES)) for d in docs]
+    assert np.diff(ck.line_slots(cp, offsets)).tolist() == expected
