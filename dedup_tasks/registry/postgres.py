@@ -503,7 +503,7 @@ class PostgresRegistry(Registry):
                 ).decode(),
                 out,
             )
-            recent_u, recent_seq = probes.join(*_bandblocks.decode_recent(out.getbuffer()))
+            recent_u, recent_seq = probes.join_copy(out.getbuffer())
             del out
             us = halves[k]
             keys = uniq[us].ravel()

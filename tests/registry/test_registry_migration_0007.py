@@ -190,4 +190,6 @@ def test_recent_rows_round_trip_split_and_join():
     q, s = probes.join(got_keys, got_seqs)
     want = sorted((int(i), int(seq)) for i in range(len(queries)) for seq in seqs[keys == queries[i]])
     assert sorted(zip(q.tolist(), s.tolist(), strict=True)) == want
+    q, s = probes.join_copy(raw)  # the same join straight from the COPY bytes (what a lookup runs)
+    assert sorted(zip(q.tolist(), s.tolist(), strict=True)) == want
     assert any(len(seqs[keys == queries[i]]) > 1 for i in range(len(queries)))
