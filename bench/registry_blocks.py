@@ -1,7 +1,7 @@
-"""Registry benchmark of the MinHash layer in the block layout (schema 5) at 10M..50M documents.
+"""Registry benchmark of the MinHash layer in the block layout (schema 5..7) at 10M..50M documents.
 
     python -m bench registry --curve 10000000,25000000,50000000 --db-url URL [--batch 100000]
-                             [--hour-batches 10] [--schema bench_blocks] [--keep] [--resume]
+                             [--hour-batches 10] [--schema bench_blocks] [--keep] [--resume] [--load-only]
 
 For each size N (ascending, the registry grows from one to the next): loads the documents' MinHash
 signatures (128 x uint32, what the verifier reads) into minhash_signatures_main and writes the main
@@ -14,8 +14,10 @@ near-copies the timed batches plant. Then times, against N registered documents:
   commit of the documents it keeps (all layers' rows into the recent tier);
 * a 1M-document hour: ten such batches, lookups + commit each, the recent tier growing;
 
-and reports bytes per document of the band blocks and the signatures. The recent tier and the timed
-batches are removed before the next size, so each size starts from the same state. URL, exact and
+and reports bytes per document of the band blocks and the signatures, and the recent tier the hour
+left (schema 7: one run of whole keys per commit). The recent tier and the timed batches are removed
+before the next size, so each size starts from the same state. --load-only loads the sizes and times
+nothing; a later --resume run with the same seed times a size already loaded without reloading it. URL, exact and
 SimHash lookups are not part of this run (their tables are not loaded; see docs/registry.md).
 Writes bench/results/registry-blocks.json.
 """
@@ -244,6 +246,14 @@ def time_hour(
                 "total_seconds": sum(r["lookup_seconds"] + r["commit_seconds"] for r in hour),
                 "batches": hour,
             }
+            # The recent tier the hour left (one run of whole keys per commit, schema 7), before it is reset.
+            cur.execute(
+                "SELECT coalesce(sum(n), 0), count(*), pg_total_relation_size('minhash_bands_recent')"
+                " FROM minhash_bands_recent"
+            )
+            keys, rows, size = (int(v) for v in cur.fetchone())
+            step["recent_tier_after_hour"] = {"band_keys": keys, "rows": rows, "bytes": size,
+                                              "bytes_per_key": size / keys if keys else 0.0}  # fmt: skip
         finally:
             registry.close()
         reset_recent(cur)
