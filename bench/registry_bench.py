@@ -46,7 +46,7 @@ from dedup_tasks.registry import bloom as bloom_mod
 from dedup_tasks.registry._pgio import copy_in, u16_to_i16, u64_to_i64
 from dedup_tasks.registry.base import Fingerprints
 from dedup_tasks.registry.migrate import migrate
-from dedup_tasks.registry.postgres import PostgresRegistry
+from dedup_tasks.registry.postgres import PostgresRegistry, write_recent_run
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NUM_PERM, BANDS, ROWS = 128, 21, 6
@@ -192,16 +192,10 @@ def load(
             # The main tier's band keys are blocks (schema 5): written as one run after the loop.
             main_bands.append((data["bands"].ravel(), np.repeat(seq, BANDS)))
         else:
-            copy_in(
-                cur,
-                "minhash_bands",
-                ["bucket", "seq", "band"],
-                [
-                    ("int8", u(data["bands"].ravel())),
-                    ("int8", np.repeat(seq, BANDS)),
-                    ("int2", np.tile(np.arange(BANDS, dtype=np.int16), n)),
-                ],
-            )
+            # The recent tier's band keys: one run per batch (schema 7).
+            for b in np.unique(batch_ids):
+                mine = np.flatnonzero(batch_ids == b)
+                write_recent_run(cur, str(b), data["bands"][mine].ravel(), np.repeat(seq[mine], BANDS))
         conn.commit()
         timings["copy"] += time.perf_counter() - c0
         done = start + n
@@ -248,7 +242,7 @@ def load(
         log(f"index {name}: {time.perf_counter() - t:.0f} s")
     timings["indexes"] = time.perf_counter() - i0
     v0 = time.perf_counter()
-    for table in (*tables, "minhash_bands_main"):
+    for table in (*tables[:-1], "minhash_bands_recent", "minhash_bands_main"):
         cur.execute(f"VACUUM (ANALYZE) {table}")
     timings["vacuum_analyze"] = time.perf_counter() - v0
     conn.autocommit = False
@@ -470,8 +464,11 @@ def _run(args: argparse.Namespace, dsn: str, result: dict[str, Any], log: Any) -
             (batch_id_of(TIMED_INDEX - 1),),
         )
         for lo, hi in cur.fetchall():
-            for table in ("url_keys", "content_hashes", "simhashes", "minhash_signatures", "minhash_bands"):
+            for table in ("url_keys", "content_hashes", "simhashes", "minhash_signatures"):
                 cur.execute(f'DELETE FROM "{args.schema}".{table} WHERE seq BETWEEN %s AND %s', (lo, hi))
+        cur.execute(
+            f'DELETE FROM "{args.schema}".minhash_bands_recent WHERE batch_id >= %s', (batch_id_of(TIMED_INDEX - 1),)
+        )
         cur.execute(f'DELETE FROM "{args.schema}".registry_batches WHERE batch_id >= %s', (batch_id_of(TIMED_INDEX - 1),))
         conn.commit()
         result["load"] = {"reused": True}

@@ -1,7 +1,7 @@
-"""Registry benchmark of the MinHash layer in the block layout (schema 5) at 10M..50M documents.
+"""Registry benchmark of the MinHash layer in the block layout (schema 5..7) at 10M..50M documents.
 
     python -m bench registry --curve 10000000,25000000,50000000 --db-url URL [--batch 100000]
-                             [--hour-batches 10] [--schema bench_blocks] [--keep] [--resume]
+                             [--hour-batches 10] [--schema bench_blocks] [--keep] [--resume] [--load-only]
 
 For each size N (ascending, the registry grows from one to the next): loads the documents' MinHash
 signatures (128 x uint32, what the verifier reads) into minhash_signatures_main and writes the main
@@ -14,8 +14,10 @@ near-copies the timed batches plant. Then times, against N registered documents:
   commit of the documents it keeps (all layers' rows into the recent tier);
 * a 1M-document hour: ten such batches, lookups + commit each, the recent tier growing;
 
-and reports bytes per document of the band blocks and the signatures. The recent tier and the timed
-batches are removed before the next size, so each size starts from the same state. URL, exact and
+and reports bytes per document of the band blocks and the signatures, and the recent tier the hour
+left (schema 7: one run of whole keys per commit). The recent tier and the timed batches are removed
+before the next size, so each size starts from the same state. --load-only loads the sizes and times
+nothing; a later --resume run with the same seed times a size already loaded without reloading it. URL, exact and
 SimHash lookups are not part of this run (their tables are not loaded; see docs/registry.md).
 Writes bench/results/registry-blocks.json.
 """
@@ -213,6 +215,53 @@ def sizes(cur: Any) -> dict[str, Any]:
     return out
 
 
+def time_hour(
+    args: Any, step: dict[str, Any], docs: int, rng: np.random.Generator, sample_sig: np.ndarray, hasher: MinHasher, log: Any
+) -> bool:
+    """The 100k batch and the hour against `docs` registered (into `step`); False with --load-only."""
+    if args.load_only:
+        return False
+    conn = psycopg2.connect(args.db_url)
+    with conn.cursor() as cur:
+        cur.execute(f'SET search_path TO "{args.schema}"')
+        registry = PostgresRegistry(args.db_url, schema=args.schema, num_perm=NUM_PERM)
+        try:
+            warm_fp, planted = timed_batch(rng, args.batch, 0, sample_sig, hasher)
+            t = time.perf_counter()
+            registry.minhash_candidates(batch_id_of(10**6 - 1), warm_fp.minhash_bands)
+            step["warmup_lookup_seconds"] = time.perf_counter() - t
+            hour = []
+            for b in range(args.hour_batches):
+                fp, planted = timed_batch(rng, args.batch, b + 1, sample_sig, hasher)
+                r = run_batch(registry, batch_id_of(10**6 + b), fp, planted)
+                r["load_average"] = os.getloadavg()
+                hour.append(r)
+                log(f"{docs:,}: batch {b}: lookup {r['lookup_seconds']:.1f} s, commit {r['commit_seconds']:.1f} s,"
+                    f" found {r['found_planted']}/{planted}, false candidates {r['false_candidates']}")  # fmt: skip
+            step["batch_100k"] = hour[0]
+            step["hour"] = {
+                "docs": args.batch * args.hour_batches,
+                "lookup_seconds": sum(r["lookup_seconds"] for r in hour),
+                "commit_seconds": sum(r["commit_seconds"] for r in hour),
+                "total_seconds": sum(r["lookup_seconds"] + r["commit_seconds"] for r in hour),
+                "batches": hour,
+            }
+            # The recent tier the hour left (one run of whole keys per commit, schema 7), before it is reset.
+            cur.execute(
+                "SELECT coalesce(sum(n), 0), count(*), pg_total_relation_size('minhash_bands_recent')"
+                " FROM minhash_bands_recent"
+            )
+            keys, rows, size = (int(v) for v in cur.fetchone())
+            step["recent_tier_after_hour"] = {"band_keys": keys, "rows": rows, "bytes": size,
+                                              "bytes_per_key": size / keys if keys else 0.0}  # fmt: skip
+        finally:
+            registry.close()
+        reset_recent(cur)
+    conn.close()
+    log(f"{docs:,}: hour {step['hour']['total_seconds']:.0f} s")
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench registry --curve", description=__doc__.split("\n\n")[0])
     parser.add_argument("--curve", required=True, help="comma-separated registry sizes, ascending")
@@ -224,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the schema at the end")
     parser.add_argument("--resume", action="store_true", help="grow a schema kept by an earlier --keep run")
     parser.add_argument("--out", type=Path, default=RESULTS / "registry-blocks.json")
+    parser.add_argument("--load-only", action="store_true", help="load the sizes (for a later --resume), time nothing")
     args = parser.parse_args(argv)
     curve = [int(x) for x in args.curve.split(",")]
 
@@ -256,12 +306,24 @@ def main(argv: list[str] | None = None) -> int:
     # --resume: continue from the documents a kept run loaded (same seed: the same sample).
     cur.execute("SELECT coalesce(max(seq), 0) FROM minhash_signatures_main")
     loaded = int(cur.fetchone()[0])
-    # The signatures' primary key is built after each load (faster than maintaining it).
-    cur.execute("ALTER TABLE minhash_signatures DROP CONSTRAINT IF EXISTS minhash_signatures_pkey")
     conn.commit()
     for docs in curve:
         step: dict[str, Any] = {"docs": docs}
         t0 = time.perf_counter()
+        # --resume of a size a --load-only run loaded: its signatures and band run are there (same seed).
+        cur.execute("SELECT entries FROM minhash_band_runs WHERE run = 1")
+        row = cur.fetchone()
+        if loaded == docs and row is not None and int(row[0]) == docs * BANDS:
+            log(f"{docs:,} docs already loaded")
+            step["load_seconds"] = 0.0
+            step["bytes"] = sizes(cur)
+            for part in step["bytes"].values():
+                part["bytes_per_doc"] = part["bytes"] / docs
+            step["timed"] = time_hour(args, step, docs, rng, sample_sig, hasher, log)
+            result["sizes"].append(step)
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(result, indent=2, default=float))
+            continue
         if loaded == 0:
             copy_in(
                 cur,
@@ -321,35 +383,11 @@ def main(argv: list[str] | None = None) -> int:
             part["bytes_per_doc"] = part["bytes"] / docs
         log(f"{docs:,} docs loaded in {step['load_seconds']:.0f} s: {json.dumps(step['bytes'])}")
 
-        registry = PostgresRegistry(args.db_url, schema=args.schema, num_perm=NUM_PERM)
-        try:
-            warm_fp, planted = timed_batch(rng, args.batch, 0, sample_sig, hasher)
-            t = time.perf_counter()
-            registry.minhash_candidates(batch_id_of(10**6 - 1), warm_fp.minhash_bands)
-            step["warmup_lookup_seconds"] = time.perf_counter() - t
-            hour = []
-            for b in range(args.hour_batches):
-                fp, planted = timed_batch(rng, args.batch, b + 1, sample_sig, hasher)
-                r = run_batch(registry, batch_id_of(10**6 + b), fp, planted)
-                r["load_average"] = os.getloadavg()
-                hour.append(r)
-                log(f"{docs:,}: batch {b}: lookup {r['lookup_seconds']:.1f} s, commit {r['commit_seconds']:.1f} s,"
-                    f" found {r['found_planted']}/{planted}, false candidates {r['false_candidates']}")  # fmt: skip
-            step["batch_100k"] = hour[0]
-            step["hour"] = {
-                "docs": args.batch * args.hour_batches,
-                "lookup_seconds": sum(r["lookup_seconds"] for r in hour),
-                "commit_seconds": sum(r["commit_seconds"] for r in hour),
-                "total_seconds": sum(r["lookup_seconds"] + r["commit_seconds"] for r in hour),
-                "batches": hour,
-            }
-        finally:
-            registry.close()
-        reset_recent(cur)
+        step["timed"] = time_hour(args, step, docs, rng, sample_sig, hasher, log)
         result["sizes"].append(step)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2, default=float))
-        log(f"{docs:,}: hour {step['hour']['total_seconds']:.0f} s; written {args.out}")
+        log(f"{docs:,}: written {args.out}")
     if not args.keep:
         with conn.cursor() as c:
             c.execute(f'DROP SCHEMA IF EXISTS "{args.schema}" CASCADE')

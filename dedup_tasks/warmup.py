@@ -58,9 +58,10 @@ def _dispatchers() -> list:
     import dedup_tasks.fingerprint.kernels as kernels
     import dedup_tasks.normalize.codepoint_kernels as codepoint_kernels
     import dedup_tasks.normalize.fold as fold
+    import dedup_tasks.registry._bandblocks as bandblocks
     import dedup_tasks.registry._bandjoin as bandjoin
 
-    modules = (kernels, candidates, codepoint_kernels, fold, bandjoin)
+    modules = (kernels, candidates, codepoint_kernels, fold, bandjoin, bandblocks)
     return [f for m in modules for f in vars(m).values() if isinstance(f, CPUDispatcher)]
 
 
@@ -81,6 +82,7 @@ def warm_up() -> dict[str, object]:
     run_batch(_batch(), "2026-01-01T01", config, registry)  # the cross-batch paths
     rng = np.random.default_rng(0)
     _bandjoin.band_join(np.sort(rng.integers(0, 2**63, 64, dtype=np.uint64)), rng.integers(0, 2**63, 8, dtype=np.uint64), 3)
+    _warm_band_blocks(rng)
     loaded = compiled = 0
     for dispatcher in _dispatchers():
         loaded += sum(dispatcher.stats.cache_hits.values())
@@ -89,6 +91,27 @@ def warm_up() -> dict[str, object]:
         "seconds": time.perf_counter() - t0, "loaded_from_cache": loaded, "compiled": compiled,
         "fold_table": "loaded" if table_saved else ("built and saved" if fold.table_path().exists() else "built (not writable)"),
     }  # fmt: skip
+
+
+def _warm_band_blocks(rng: np.random.Generator) -> None:
+    """The PostgreSQL registry's block decoders and recent-tier join, on COPY bytes as a lookup reads them."""
+    import io
+
+    from dedup_tasks.registry import _bandblocks
+    from dedup_tasks.registry._pgio import encode_binary_copy
+
+    keys = rng.integers(0, 2**63, 512, dtype=np.uint64)
+    seqs = np.arange(512, dtype=np.int64)
+    recent = _bandblocks.recent_rows(keys, seqs)
+    raw = encode_binary_copy([("int8", recent["seq_base"]), ("varbytea", recent["entries"])])
+    _bandblocks.SortedProbes(keys[:64], np.arange(64)).join_copy(io.BytesIO(raw).getbuffer())
+    blocks = _bandblocks.build_blocks(keys, seqs, 8)
+    n = len(blocks["n"])  # type: ignore[arg-type]
+    cols = [("int8", np.zeros(n, np.int64))] * 2 + [("int8", np.ones(n, np.int64)), ("int8", blocks["bucket"]),
+                                                   ("int8", blocks["seq_base"])]  # fmt: skip
+    _bandblocks.decode_copy(io.BytesIO(encode_binary_copy([*cols, ("varbytea", blocks["entries"])])).getbuffer(), 4)
+    wide = encode_binary_copy([*cols, ("int8", np.full(n, 4, np.int64)), ("varbytea", blocks["entries"])])
+    _bandblocks.decode_copy(io.BytesIO(wide).getbuffer(), with_width=True)
 
 
 def compile_bytecode() -> int:

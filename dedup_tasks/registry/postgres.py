@@ -57,9 +57,13 @@ log = logging.getLogger(__name__)
 
 LAYERS = ("url", "exact", "simhash", "minhash")
 TABLES = ("url_keys", "content_hashes", "simhashes", "minhash_signatures", "minhash_bands")
-# What a lookup reads besides TABLES: the main tier's band blocks and their runs (migration 0005;
-# `minhash_bands` itself is the recent tier's rows only).
+# What a lookup reads besides TABLES: the main tier's band blocks and their runs (migration 0005).
+# Since schema 7 `minhash_bands` is a view of the recent tier's keys (minhash_bands_recent: one run of
+# whole keys per commit, _bandblocks.recent_rows); `{table}_recent` and `{table}_main` are tables for
+# every table of TABLES.
 BLOCK_TABLES = ("minhash_bands_main", "minhash_band_runs")
+# The tables a lookup locks (LOCK TABLE, see the module docstring): the view's table instead of the view.
+LOCKED_TABLES = tuple(t if t != "minhash_bands" else "minhash_bands_recent" for t in TABLES) + BLOCK_TABLES
 # Merge the main tier's band runs into one when a compaction leaves more than this many: every
 # lookup reads one block per run and key.
 MAX_MAIN_RUNS = 4
@@ -174,7 +178,7 @@ class PostgresRegistry(Registry):
                 if repeatable_read:
                     cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                     # Before the first statement that takes the snapshot: see the module docstring.
-                    cur.execute(f"LOCK TABLE {', '.join(TABLES + BLOCK_TABLES)} IN ACCESS SHARE MODE")
+                    cur.execute(f"LOCK TABLE {', '.join(LOCKED_TABLES)} IN ACCESS SHARE MODE")
                     _index_probes_only(cur)
                     if self.lookup_hook is not None:
                         self.lookup_hook(cur)
@@ -318,7 +322,7 @@ class PostgresRegistry(Registry):
         keys = keys.reshape(len(keys), -1) if keys.ndim != 2 else keys
         self._ensure_begun(batch_id)
         return self._minhash_matches(
-            self._lookup_runner(), keys, "t.batch_id < %(batch)s", {"batch": batch_id}
+            self._lookup_runner(), keys, "t.batch_id < %(batch)s", {"batch": batch_id}, "r.batch_id < %(batch)s"
         )
 
     # The *_matches helpers answer for arbitrary row filters `where` on the registered rows (alias t):
@@ -461,12 +465,14 @@ class PostgresRegistry(Registry):
         )
 
     def _minhash_matches(
-        self, run: Runner, band_keys: np.ndarray, where: str, params: dict[str, Any]
+        self, run: Runner, band_keys: np.ndarray, where: str, params: dict[str, Any], recent_where: str
     ) -> Matches:
         """Documents sharing a band key, from both tiers, with their signatures.
 
-        Per part (half of the distinct queries): (1) the recent tier's (document, band) rows by an
-        index join; (2) the main tier's blocks, one per run and key (_bandblocks), compared in memory;
+        Per part k (0, 1): (1) the recent tier's runs of shards k mod 2 (rows of minhash_bands_recent
+        r matching `recent_where`, a superset of `where` on their batch), read whole with one COPY
+        and joined in memory with every query's keys (exact on 64 bits); (2) for half of the distinct
+        queries, the main tier's blocks, one per run and key (_bandblocks), compared in memory;
         (3) the (query, seq) candidates of both, COPYed back and joined to minhash_signatures with
         `where`: a seq without a signature row (a rerun's or a retraction's leftover in a block) drops
         out there.
@@ -478,6 +484,7 @@ class PostgresRegistry(Registry):
         _, first, inv = np.unique(rows_view, return_index=True, return_inverse=True)
         uniq = np.ascontiguousarray(band_keys[first], dtype=np.uint64)
         halves = np.array_split(np.arange(len(uniq)), 2)
+        probes = _bandblocks.SortedProbes(uniq.ravel(), np.repeat(np.arange(len(uniq)), n_bands))
         schema = [
             ("u", pa.int64()),
             ("seq", pa.int64()),
@@ -487,35 +494,22 @@ class PostgresRegistry(Registry):
         ]
 
         def part(cur: Any, k: int) -> pa.Table:
+            out = io.BytesIO()
+            cur.copy_expert(
+                cur.mogrify(
+                    "COPY (SELECT r.seq_base, r.entries FROM minhash_bands_recent r"
+                    f" WHERE r.shard %% 2 = {int(k)} AND {recent_where}) TO STDOUT (FORMAT binary)",
+                    params,
+                ).decode(),
+                out,
+            )
+            recent_u, recent_seq = probes.join_copy(out.getbuffer())
+            del out
             us = halves[k]
-            if len(us) == 0:
-                return _empty_table(schema)
             keys = uniq[us].ravel()
-            u_col = np.repeat(us, n_bands)
-            band_col = np.tile(np.arange(n_bands), len(us))
-            bucket = u64_to_i64(keys)
-            order = np.argsort(bucket, kind="stable")
-            probe = f"_probe_mh{k}"
-            cur.execute(
-                f"CREATE TEMP TABLE {probe} (u int4 NOT NULL, band int2 NOT NULL, bucket int8 NOT NULL) ON COMMIT DROP"
-            )
-            copy_in(
-                cur,
-                probe,
-                ["u", "band", "bucket"],
-                [("int4", u_col[order]), ("int2", band_col[order]), ("int8", bucket[order])],
-            )
-            cur.execute(f"ANALYZE {probe}")
-            recent = copy_out_int8(
-                cur,
-                f"SELECT DISTINCT p.u::int8, b.seq FROM {probe} p"
-                " JOIN minhash_bands b ON b.bucket = p.bucket AND b.band = p.band",
-                None,
-                2,
-            )
-            main_u, main_seq = self._main_band_candidates(cur, keys, u_col, k)
-            u = np.concatenate([recent[:, 0], main_u])
-            seq = np.concatenate([recent[:, 1], main_seq])
+            main_u, main_seq = self._main_band_candidates(cur, keys, np.repeat(us, n_bands), k)
+            u = np.concatenate([recent_u, main_u])
+            seq = np.concatenate([recent_seq, main_seq])
             pick = _first_of_pairs(u, seq)
             if len(pick) == 0:
                 return _empty_table(schema)
@@ -534,6 +528,8 @@ class PostgresRegistry(Registry):
             )
 
         res = pa.concat_tables(run([part, part]))
+        # A recent document may share keys in both parts' shards with one query: keep one row.
+        res = res.take(pa.array(_first_of_pairs(res.column("u").to_numpy(), res.column("seq").to_numpy())))
         u = res.column("u").to_numpy()
         rows, query = _expand(u, inv)
         # Packed (schema 6) or raw (rows written under schema 5) signatures: _sigpack reads both.
@@ -706,6 +702,7 @@ class PostgresRegistry(Registry):
                     conflicts = self._recheck(
                         cur, kept, "t.seq > %(snap)s AND t.batch_id < %(batch)s",
                         {"snap": int(snapshot), "batch": batch_id}, max_hamming, min_jaccard,
+                        recent_where="r.batch_id < %(batch)s",
                     )  # fmt: skip
             hook("checked", cur)
 
@@ -723,7 +720,7 @@ class PostgresRegistry(Registry):
                     _index_probes_only(cur)
                     later = self._recheck(
                         cur, registered, "t.batch_id > %(batch)s", {"batch": batch_id}, max_hamming, min_jaccard,
-                        all_matches=True,
+                        all_matches=True, recent_where="r.batch_id > %(batch)s",
                     )  # fmt: skip
                     stale = self._retract(cur, batch_id, registered, later)
             hook("later_checked", cur)
@@ -810,17 +807,18 @@ class PostgresRegistry(Registry):
                 ("text", pa.array(later.payload["layer"][first].astype(str).tolist(), pa.large_string())),
             ],
         )
-        # The later batch's seq range bounds each scan (BRIN on seq); this path is rare (out of order).
-        cur.execute(
-            "DELETE FROM minhash_bands b USING minhash_signatures s, _retract r, registry_batches rb"
-            " WHERE b.seq = s.seq AND s.batch_id = r.batch_id AND s.doc_id = r.doc_id AND rb.batch_id = r.batch_id"
-            " AND s.seq BETWEEN rb.seq_lo AND rb.seq_hi AND b.seq BETWEEN rb.seq_lo AND rb.seq_hi"
-        )
+        # The later batch's seq range bounds each scan; this path is rare (out of order).
         for table in ("url_keys", "content_hashes", "simhashes", "minhash_signatures"):
             cur.execute(
                 f"DELETE FROM {table} t USING _retract r, registry_batches rb WHERE t.batch_id = r.batch_id"
                 " AND t.doc_id = r.doc_id AND rb.batch_id = r.batch_id AND t.seq BETWEEN rb.seq_lo AND rb.seq_hi"
+                + (" RETURNING t.batch_id, t.seq" if table == "minhash_signatures" else "")
             )
+        dead = cur.fetchall()
+        # Their band keys: a batch's recent run is rewritten without them; in a main-tier block they
+        # stay until the next merge of runs, dead (no signature row: every lookup drops them).
+        for later_batch in sorted({b for b, _ in dead}):
+            self._drop_recent_keys(cur, later_batch, np.array([q for b, q in dead if b == later_batch], np.int64))
         cur.execute(
             "INSERT INTO registry_stale (batch_id, doc_id, earlier_batch_id, earlier_doc_id, layer)"
             " SELECT batch_id, doc_id, %s, earlier_doc_id, layer FROM _retract"
@@ -845,15 +843,15 @@ class PostgresRegistry(Registry):
             return {b: {"docs": int(n), "earlier_batches": list(e)} for b, n, e in cur.fetchall()}
 
     def _delete_rows(self, cur: Any, batch_id: str, lo: int, hi: int) -> dict[str, int]:
-        """Delete a batch's earlier rows (a rerun); rows deleted per table."""
+        """Delete a batch's earlier rows (a rerun); rows deleted per table (band keys for minhash_bands)."""
         deleted: dict[str, int] = {}
-        # Bands carry no batch_id: select them through the batch's signature rows (BRIN on seq bounds both scans).
+        # The batch's recent run (if it was compacted, its keys in the main tier's blocks are dead from
+        # the signature delete below on, and dropped by the next merge of runs).
         cur.execute(
-            "DELETE FROM minhash_bands WHERE seq BETWEEN %(lo)s AND %(hi)s AND seq IN"
-            " (SELECT seq FROM minhash_signatures WHERE batch_id = %(batch)s AND seq BETWEEN %(lo)s AND %(hi)s)",
-            {"lo": lo, "hi": hi, "batch": batch_id},
+            "WITH d AS (DELETE FROM minhash_bands_recent WHERE batch_id = %s RETURNING n) SELECT coalesce(sum(n), 0) FROM d",
+            (batch_id,),
         )
-        deleted["minhash_bands"] = max(cur.rowcount, 0)
+        deleted["minhash_bands"] = int(cur.fetchone()[0])
         for table in ("url_keys", "content_hashes", "simhashes", "minhash_signatures"):
             cur.execute(
                 f"DELETE FROM {table} WHERE seq BETWEEN %(lo)s AND %(hi)s AND batch_id = %(batch)s",
@@ -929,20 +927,16 @@ class PostgresRegistry(Registry):
             )
             keys = np.asarray(fp.minhash_bands, np.uint64)[idx]
             keys = keys.reshape(len(idx), -1)
-            n_bands = keys.shape[1]
-            bucket = u64_to_i64(keys.ravel())
-            # Inserting in key order walks the bucket index leaf by leaf instead of at random.
-            order = np.argsort(bucket, kind="stable")
-            copy_in(
-                cur,
-                "minhash_bands",
-                ["bucket", "seq", "band"],
-                [
-                    ("int8", bucket[order]),
-                    ("int8", np.repeat(seq[idx], n_bands)[order]),
-                    ("int2", np.tile(np.arange(n_bands, dtype=np.int16), len(idx))[order]),
-                ],
-            )
+            write_recent_run(cur, batch_id, keys.ravel(), np.repeat(seq[idx], keys.shape[1]))
+
+    def _drop_recent_keys(self, cur: Any, batch_id: str, seqs: np.ndarray) -> None:
+        """Rewrite a batch's recent run without the keys of documents `seqs` (a retraction)."""
+        keys, kseq = _read_recent(cur, "batch_id = %(batch)s", {"batch": batch_id})
+        if len(keys) == 0:
+            return
+        cur.execute("DELETE FROM minhash_bands_recent WHERE batch_id = %s", (batch_id,))
+        keep = ~np.isin(kseq, seqs)
+        write_recent_run(cur, batch_id, keys[keep], kseq[keep])
 
     def _recheck(
         self,
@@ -954,6 +948,7 @@ class PostgresRegistry(Registry):
         min_jaccard: float,
         *,
         all_matches: bool = False,
+        recent_where: str = "true",
     ) -> Matches:
         """Kept documents duplicated by registered rows matching `where`: the best match of each (or,
         with `all_matches`, every matching registered document once per query)."""
@@ -987,7 +982,7 @@ class PostgresRegistry(Registry):
         idx = np.flatnonzero(np.asarray(kept.has_minhash, bool))
         if len(idx):
             m = self._minhash_matches(
-                _on_cursor(cur), np.asarray(kept.minhash_bands, np.uint64)[idx], where, params
+                _on_cursor(cur), np.asarray(kept.minhash_bands, np.uint64)[idx], where, params, recent_where
             )
             q = idx[m.query]
             jac = (
@@ -1031,7 +1026,7 @@ class PostgresRegistry(Registry):
         conn.autocommit = True
         try:
             with conn.cursor() as cur:
-                for table in tables or (*TABLES, "minhash_bands_main"):
+                for table in tables or [t for t in LOCKED_TABLES if t != "minhash_band_runs"]:
                     cur.execute(f"VACUUM {'(ANALYZE) ' if analyze else ''}{table}")
         finally:
             if not conn.closed:
@@ -1044,13 +1039,20 @@ class PostgresRegistry(Registry):
             cur.execute("SELECT count(*) FROM content_hashes")
             docs = int(cur.fetchone()[0])
             for table in TABLES:
-                cur.execute(
-                    f"SELECT (SELECT count(*) FROM {table}), (SELECT count(*) FROM {table}_recent),"
-                    " sum(pg_total_relation_size(relid))::bigint, sum(pg_relation_size(relid))::bigint"
-                    " FROM pg_partition_tree(%s::regclass)",
-                    (table,),
-                )
-                rows, recent, total, heap = cur.fetchone()
+                if table == "minhash_bands":
+                    # The recent tier's keys (a run of rows per commit; `minhash_bands` is their view).
+                    cur.execute(
+                        "SELECT coalesce(sum(n), 0), coalesce(sum(n), 0), pg_total_relation_size('minhash_bands_recent'),"
+                        " pg_relation_size('minhash_bands_recent') FROM minhash_bands_recent"
+                    )
+                else:
+                    cur.execute(
+                        f"SELECT (SELECT count(*) FROM {table}), (SELECT count(*) FROM {table}_recent),"
+                        " sum(pg_total_relation_size(relid))::bigint, sum(pg_relation_size(relid))::bigint"
+                        " FROM pg_partition_tree(%s::regclass)",
+                        (table,),
+                    )
+                rows, recent, total, heap = (int(v) for v in cur.fetchone())
                 if table == "minhash_bands":
                     # The main tier's band keys live in blocks (minhash_bands_main): count keys, not rows.
                     cur.execute(
@@ -1149,14 +1151,14 @@ class PostgresRegistry(Registry):
     def _compact_bands(self, cur: Any) -> int:
         """Turn the recent tier's band rows into one new main-tier run; merge the main runs when there
         are more than MAX_MAIN_RUNS. Returns the band keys moved. Inside compact()'s transaction."""
-        rows = copy_out_int8(cur, "SELECT bucket, seq FROM minhash_bands_recent", None, 2)
-        if len(rows):
-            self._write_run(cur, i64_to_u64(rows[:, 0]), rows[:, 1])
+        keys, seqs = _read_recent(cur, "true", None)
+        if len(keys):
+            self._write_run(cur, keys, seqs)
         cur.execute("SELECT run FROM minhash_band_runs ORDER BY run")
         runs = [r for (r,) in cur.fetchall()]
         if len(runs) > MAX_MAIN_RUNS:
             self._merge_runs(cur, runs)
-        return len(rows)
+        return len(keys)
 
     def _write_run(
         self, cur: Any, keys: np.ndarray, seqs: np.ndarray, bits: int | None = None, rem_bytes: int | None = None
@@ -1221,6 +1223,35 @@ class PostgresRegistry(Registry):
 
 
 # ---- helpers --------------------------------------------------------------------------------------
+def write_recent_run(cur: Any, batch_id: str, keys: np.ndarray, seqs: np.ndarray) -> int:
+    """Append band keys (uint64) of documents `seqs` to the recent tier as rows of batch_id's run
+    (_bandblocks.recent_rows); returns the rows written."""
+    rows = _bandblocks.recent_rows(keys, seqs)
+    n_rows = len(rows["n"])  # type: ignore[arg-type]
+    if n_rows:
+        copy_in(
+            cur,
+            "minhash_bands_recent",
+            ["batch_id", "shard", "seq_base", "n", "entries"],
+            [
+                ("text", pa.array(np.full(n_rows, batch_id, dtype=object), pa.large_string())),
+                ("int2", rows["shard"]),
+                ("int8", rows["seq_base"]),
+                ("int4", rows["n"]),
+                ("varbytea", rows["entries"]),
+            ],
+        )
+    return n_rows
+
+
+def _read_recent(cur: Any, where: str, params: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, seqs) of the recent tier's rows matching `where` (one binary COPY)."""
+    out = io.BytesIO()
+    query = f"COPY (SELECT seq_base, entries FROM minhash_bands_recent WHERE {where}) TO STDOUT (FORMAT binary)"
+    cur.copy_expert(cur.mogrify(query, params).decode() if params else query, out)
+    return _bandblocks.decode_recent(out.getbuffer())
+
+
 def _index_probes_only(cur: Any) -> None:
     """Make the lookup joins index nested loops for the rest of the transaction.
 

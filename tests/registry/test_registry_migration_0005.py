@@ -12,6 +12,7 @@ from dedup_tasks.registry import postgres as pg_mod
 from dedup_tasks.registry.base import MemoryRegistry
 from dedup_tasks.registry.migrate import code_version, current_version, migrate
 from dedup_tasks.registry.postgres import TABLES, PostgresRegistry
+from tests.registry.old_recent import write_recent_rows_v6
 from tests.registry.synth import Pool
 from tests.registry.synth import all_lookups as synth_lookups
 
@@ -55,9 +56,11 @@ def compact_v4(admin, schema: str) -> None:
 def test_migration_0005_moves_a_filled_v4_registry_into_blocks(pg_dsn, v4_schema, admin, monkeypatch):
     pool = Pool(np.random.default_rng(5), size=200)
     mem = MemoryRegistry()
-    # Schema 4's commit path is this code's commit path (it writes only the recent tier), so the old
-    # registry is filled through it with the version check bypassed; the old compaction runs in SQL.
+    # Schema 4's commit path is this code's commit path (it writes only the recent tier) with schema 6's
+    # recent band rows (one per document and band, as in schema 4), so the old registry is filled through
+    # it with the version check bypassed; the old compaction runs in SQL.
     monkeypatch.setattr(pg_mod, "check_version", lambda *a, **k: 4)
+    monkeypatch.setattr(pg_mod, "write_recent_run", write_recent_rows_v6)  # schema 4..6's recent rows
     old = PostgresRegistry(pg_dsn, schema=v4_schema, num_perm=32)
     for i, batch in enumerate(BATCHES):
         fp = pool.batch(400, batch)
