@@ -127,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise InputError(f"no input partition between {args.batch} and {args.until} under {root / 'crawl'}")
     if is_entry_point() and args.engine != "spark" and "semantic" not in config.layers:
         # L1-L3 need no pandas, and this process ends with the run: pyarrow's first conversions no
-        # longer import it (0.12-0.20 CPU-s, ~40 MiB; runtime.skip_pyarrow_pandas_probe).
+        # longer import it (~0.16 CPU-s, ~30 MiB; runtime.skip_pyarrow_pandas_probe).
         skip_pyarrow_pandas_probe()
     steps = (3 + len(config.layers)) * len(batches)
     progress = Progress(not args.no_progress, steps)

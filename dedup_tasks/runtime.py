@@ -104,7 +104,8 @@ def is_entry_point() -> bool:
 def skip_pyarrow_pandas_probe() -> None:
     """Spare pyarrow's pandas probe: the first ``pa.array``/``pa.scalar`` of anything (pyarrow's
     pandas shim asks whether pandas is there) and the first ``to_numpy`` (Arrow C++'s
-    ``InitPandasStaticData``) import pandas (0.12-0.20 CPU-s, ~40 MiB), which no L1-L3 step uses.
+    ``InitPandasStaticData``) import pandas (~0.16 CPU-s and ~30 MiB of peak RSS of a 20k-doc
+    ``python -m dedup_tasks run``, docs/performance.md), which no L1-L3 step uses.
     Both probes run here once with pandas hidden, so pyarrow records "no pandas" as it does where
     pandas is not installed; pandas itself stays importable, and ``to_pandas`` still works (the
     shim imports pandas again when a call needs it).
