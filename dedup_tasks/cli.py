@@ -13,7 +13,7 @@ from dedup_tasks.contract import ContractError
 from dedup_tasks.io import BatchPaths, InputError, OutputError, parse_batch_id
 from dedup_tasks.layers import LayerStats
 from dedup_tasks.registry.base import MemoryRegistry, Registry
-from dedup_tasks.runtime import process_settings, resume_gc
+from dedup_tasks.runtime import is_entry_point, process_settings, resume_gc, skip_pyarrow_pandas_probe
 
 
 def _parse_set(values: list[str]) -> dict[str, str]:
@@ -125,6 +125,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             batches = [p for p in batches if p.input.exists()]
             if not batches:
                 raise InputError(f"no input partition between {args.batch} and {args.until} under {root / 'crawl'}")
+    if is_entry_point() and args.engine != "spark" and "semantic" not in config.layers:
+        # L1-L3 need no pandas, and this process ends with the run: pyarrow's first conversions no
+        # longer import it (~0.16 CPU-s, ~30 MiB; runtime.skip_pyarrow_pandas_probe).
+        skip_pyarrow_pandas_probe()
     steps = (3 + len(config.layers)) * len(batches)
     progress = Progress(not args.no_progress, steps)
     try:

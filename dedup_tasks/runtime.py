@@ -74,6 +74,60 @@ def _import_with_hidden(module: str, hidden: str) -> None:
         del sys.modules[hidden]
 
 
+class _Hidden:
+    """A ``sys.meta_path`` finder under which ``name`` (and its submodules) cannot be imported. Not
+    ``sys.modules[name] = None``: Cython's import helper returns that None instead of failing."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        if fullname == self.name or fullname.startswith(self.name + "."):
+            raise ModuleNotFoundError(f"No module named {fullname!r} (hidden)", name=fullname)
+
+
+# Set by mark_entry_point: this process is ``python -m dedup_tasks`` and ends when its command does.
+_entry_point = False
+
+
+def mark_entry_point() -> None:
+    """Called by ``python -m dedup_tasks`` only: the process is ours and ends with the command, so
+    settings that change pyarrow for the whole process (``skip_pyarrow_pandas_probe``) are allowed."""
+    global _entry_point
+    _entry_point = True
+
+
+def is_entry_point() -> bool:
+    return _entry_point
+
+
+def skip_pyarrow_pandas_probe() -> None:
+    """Spare pyarrow's pandas probe: the first ``pa.array``/``pa.scalar`` of anything (pyarrow's
+    pandas shim asks whether pandas is there) and the first ``to_numpy`` (Arrow C++'s
+    ``InitPandasStaticData``) import pandas (~0.16 CPU-s and ~30 MiB of peak RSS of a 20k-doc
+    ``python -m dedup_tasks run``, docs/performance.md), which no L1-L3 step uses.
+    Both probes run here once with pandas hidden, so pyarrow records "no pandas" as it does where
+    pandas is not installed; pandas itself stays importable, and ``to_pandas`` still works (the
+    shim imports pandas again when a call needs it).
+
+    For a process that hands no pandas objects to pyarrow afterwards: Arrow C++ does not retry, so
+    in this process ``pa.array`` no longer reads ``pd.NA``/``pd.NaT``/``pd.DateOffset`` values
+    (conversions that raise instead) and ``pa.array(series)`` converts a Series as a plain sequence.
+    The CLI calls it for ``run`` without L4 on the local engine (``cli.cmd_run``), only when it is
+    the process's entry point. Nothing happens when pandas is already imported."""
+    if "pandas" in sys.modules:
+        return
+    hidden = _Hidden("pandas")
+    sys.meta_path.insert(0, hidden)
+    try:
+        import numpy as np
+        import pyarrow as pa
+
+        pa.array(np.zeros(1, np.int8)).to_numpy()  # the shim's probe, then Arrow C++'s
+    finally:
+        sys.meta_path.remove(hidden)
+
+
 def quiet_blas_threads() -> None:
     """OpenBLAS's threads (numpy's BLAS) sleep as soon as they are idle, unless
     ``OPENBLAS_THREAD_TIMEOUT`` is set: effective only before numpy is imported, so the CLI's entry

@@ -137,3 +137,62 @@ def test_the_cli_entry_point_quiets_blas_threads_before_numpy_is_imported(tmp_pa
         env["OPENBLAS_THREAD_TIMEOUT"] = given
     out = subprocess.run([sys.executable, "-c", BLAS_PROBE, str(tmp_path)], env=env, capture_output=True, text=True, check=True).stdout
     assert [line for line in out.splitlines() if line.startswith("BLAS ")] == [f"BLAS [{given or '4'!r}]"]
+
+
+PANDAS_PROBE = """
+import sys
+import numpy as np, pyarrow as pa, pyarrow.compute as pc
+from dedup_tasks.runtime import skip_pyarrow_pandas_probe
+skip_pyarrow_pandas_probe()
+t = pa.table({"a": pa.array([1, 2, None]), "b": pa.array(np.arange(3))})
+pc.greater(t.column("a"), 1).to_numpy(zero_copy_only=False), t.column("b").to_numpy(), pa.scalar(1)
+print("pandas" in sys.modules)
+print(t.to_pandas()["b"].sum())
+"""
+
+
+def test_the_pyarrow_pandas_probe_runs_with_pandas_hidden_and_pandas_stays_importable():
+    out = subprocess.run([sys.executable, "-c", PANDAS_PROBE], capture_output=True, text=True, check=True).stdout.split()
+    # pyarrow's conversions ran without importing pandas; to_pandas still imports and uses it.
+    assert out == ["False", "3"]
+
+
+# The CLI as a user runs it, reporting at exit which heavy modules the run imported.
+CLI_MODULES = """
+import atexit, runpy, sys
+atexit.register(lambda: print("MODULES", "pandas" in sys.modules, "pyarrow.pandas_compat" in sys.modules))
+sys.argv = ["dedup_tasks", *sys.argv[1:]]
+runpy.run_module("dedup_tasks", run_name="__main__")
+"""
+
+
+def test_an_l1_l3_run_never_imports_pandas_and_decides_as_in_process(tmp_path, en_articles):
+    import pyarrow.parquet as pq
+
+    from dedup_tasks.config import DedupConfig
+    from dedup_tasks.io import BatchPaths
+    from dedup_tasks.pipeline import run_partition
+    from dedup_tasks.registry.base import MemoryRegistry
+    from tests.conftest import REPO, make_batch
+
+    rows = [{"doc_id": f"d{i}", "url": f"https://a.com/{i}", "title": a["title"], "content": a["text"]} for i, a in enumerate(en_articles[:40])]
+    rows.append(dict(rows[0], doc_id="exact", url="https://b.com/x"))
+    rows.append(dict(rows[1], doc_id="near", url="https://b.com/y", content=rows[1]["content"].replace(".", ";", 2) + " Extra line."))
+    rows.append(dict(rows[2], doc_id="same-url"))
+    src = tmp_path / "in" / "hour.parquet"
+    src.parent.mkdir()
+    pq.write_table(make_batch(rows), src)
+    layers = "url,exact,simhash,minhash"
+    args = ["run", "--input", str(src), "--out", str(tmp_path / "cli"), "--layers", layers, "--no-registry", "--no-progress"]
+    out = subprocess.run([sys.executable, "-c", CLI_MODULES, *args], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert out.splitlines()[-1] == "MODULES False False"
+
+    # The same hour in this process (pandas imported): the same decisions and kept rows.
+    config = DedupConfig.load({"layers": layers, "root": str(tmp_path / "lib")})
+    paths = BatchPaths(tmp_path / "lib", "hour", input_override=src)
+    run_partition(paths, config, MemoryRegistry())
+    ran = BatchPaths(tmp_path / "cli", "hour", input_override=src)
+    decisions = pq.read_table(ran.decisions)
+    assert decisions.num_rows == len(rows) and set(decisions.column("action").to_pylist()) == {"keep", "drop"}
+    assert decisions.equals(pq.read_table(paths.decisions))
+    assert pq.read_table(ran.deduped).equals(pq.read_table(paths.deduped))
