@@ -1,7 +1,8 @@
 """Registry benchmark of the MinHash layer in the block layout (schema 5..7) at 10M..50M documents.
 
     python -m bench registry --curve 10000000,25000000,50000000 --db-url URL [--batch 100000]
-                             [--hour-batches 10] [--schema bench_blocks] [--keep] [--resume] [--load-only]
+                             [--hour-batches 10] [--hours 1 [--compact-between]] [--schema bench_blocks]
+                             [--keep] [--resume] [--load-only]
 
 For each size N (ascending, the registry grows from one to the next): loads the documents' MinHash
 signatures (128 x uint32, what the verifier reads) into minhash_signatures_main and writes the main
@@ -13,6 +14,9 @@ near-copies the timed batches plant. Then times, against N registered documents:
 * one 100k-document batch: `minhash_candidates` (5% planted near-copies at Jaccard ~0.8) and the
   commit of the documents it keeps (all layers' rows into the recent tier);
 * a 1M-document hour: ten such batches, lookups + commit each, the recent tier growing;
+* with --hours N --compact-between: N such hours, the recent tier compacted into a new main-tier run
+  before each hour after the first (`PostgresRegistry.compact`, as the maintenance DAG does hourly), so
+  the later hours probe the main tier of several runs (the steady state);
 
 and reports bytes per document of the band blocks and the signatures, and the recent tier the hour
 left (schema 7: one run of whole keys per commit). The recent tier and the timed batches are removed
@@ -192,8 +196,12 @@ def run_batch(registry: PostgresRegistry, batch_id: str, fp: Fingerprints, plant
     }
 
 
-def reset_recent(cur: Any) -> None:
-    """Back to the loaded state: no recent tier, no timed batches."""
+def reset_recent(cur: Any, docs: int) -> None:
+    """Back to the loaded state: no recent tier, no timed batches (nor their compacted main-tier rows)."""
+    cur.execute("DELETE FROM minhash_bands_main WHERE run <> 1")
+    cur.execute("DELETE FROM minhash_band_runs WHERE run <> 1")
+    for table in ("url_keys", "content_hashes", "simhashes", "minhash_signatures"):
+        cur.execute(f"DELETE FROM {table}_main WHERE seq > %s", (docs,))
     cur.execute(
         "TRUNCATE url_keys_recent, content_hashes_recent, simhashes_recent, minhash_signatures_recent,"
         " minhash_bands_recent, registry_stale"
@@ -230,22 +238,40 @@ def time_hour(
             t = time.perf_counter()
             registry.minhash_candidates(batch_id_of(10**6 - 1), warm_fp.minhash_bands)
             step["warmup_lookup_seconds"] = time.perf_counter() - t
-            hour = []
-            for b in range(args.hour_batches):
-                fp, planted = timed_batch(rng, args.batch, b + 1, sample_sig, hasher)
-                r = run_batch(registry, batch_id_of(10**6 + b), fp, planted)
-                r["load_average"] = os.getloadavg()
-                hour.append(r)
-                log(f"{docs:,}: batch {b}: lookup {r['lookup_seconds']:.1f} s, commit {r['commit_seconds']:.1f} s,"
-                    f" found {r['found_planted']}/{planted}, false candidates {r['false_candidates']}")  # fmt: skip
-            step["batch_100k"] = hour[0]
-            step["hour"] = {
-                "docs": args.batch * args.hour_batches,
-                "lookup_seconds": sum(r["lookup_seconds"] for r in hour),
-                "commit_seconds": sum(r["commit_seconds"] for r in hour),
-                "total_seconds": sum(r["lookup_seconds"] + r["commit_seconds"] for r in hour),
-                "batches": hour,
-            }
+            hours = []
+            for h in range(args.hours):
+                if h and args.compact_between:
+                    # The maintenance DAG's hourly compaction: the recent tier becomes a main-tier run.
+                    t = time.perf_counter()
+                    c = registry.compact()
+                    cur.execute("SELECT run, bits, rem_bytes, entries, blocks FROM minhash_band_runs ORDER BY run")
+                    runs = [dict(zip(("run", "bits", "rem_bytes", "entries", "blocks"), map(int, r), strict=True))
+                            for r in cur.fetchall()]  # fmt: skip
+                    conn.commit()
+                    step.setdefault("compactions", []).append(
+                        {"seconds": time.perf_counter() - t, "steps": c["steps"], "runs_after": runs,
+                         "load_average": os.getloadavg()}  # fmt: skip
+                    )
+                    log(f"{docs:,}: compacted in {time.perf_counter() - t:.0f} s, main runs {runs}")
+                hour = []
+                for b in range(args.hour_batches):
+                    fp, planted = timed_batch(rng, args.batch, b + 1, sample_sig, hasher)
+                    r = run_batch(registry, batch_id_of(10**6 + h * args.hour_batches + b), fp, planted)
+                    r["load_average"] = os.getloadavg()
+                    hour.append(r)
+                    log(f"{docs:,}: hour {h} batch {b}: lookup {r['lookup_seconds']:.1f} s, commit {r['commit_seconds']:.1f} s,"
+                        f" found {r['found_planted']}/{planted}, false candidates {r['false_candidates']}")  # fmt: skip
+                hours.append({
+                    "docs": args.batch * args.hour_batches,
+                    "lookup_seconds": sum(r["lookup_seconds"] for r in hour),
+                    "commit_seconds": sum(r["commit_seconds"] for r in hour),
+                    "total_seconds": sum(r["lookup_seconds"] + r["commit_seconds"] for r in hour),
+                    "batches": hour,
+                })  # fmt: skip
+            step["batch_100k"] = hours[0]["batches"][0]
+            step["hour"] = hours[0]
+            if len(hours) > 1:
+                step["hours"] = hours
             # The recent tier the hour left (one run of whole keys per commit, schema 7), before it is reset.
             cur.execute(
                 "SELECT coalesce(sum(n), 0), count(*), pg_total_relation_size('minhash_bands_recent')"
@@ -256,7 +282,7 @@ def time_hour(
                                               "bytes_per_key": size / keys if keys else 0.0}  # fmt: skip
         finally:
             registry.close()
-        reset_recent(cur)
+        reset_recent(cur, docs)
     conn.close()
     log(f"{docs:,}: hour {step['hour']['total_seconds']:.0f} s")
     return True
@@ -269,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schema", default="bench_blocks")
     parser.add_argument("--batch", type=int, default=100_000)
     parser.add_argument("--hour-batches", type=int, default=10)
+    parser.add_argument("--hours", type=int, default=1, help="timed hours per size (the first one is 'hour')")
+    parser.add_argument("--compact-between", action="store_true",
+                        help="compact the recent tier into the main tier between the hours (the steady state)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", action="store_true", help="keep the schema at the end")
     parser.add_argument("--resume", action="store_true", help="grow a schema kept by an earlier --keep run")
