@@ -56,6 +56,32 @@ def run_bits(entries: int) -> int:
     return int(min(MAX_BITS, max(MIN_BITS, want)))
 
 
+def new_run_shape(entries: int, runs: list[tuple[int, int]]) -> tuple[int, int]:
+    """(bits, rem_bytes) of a new run of `entries` keys (a compaction) beside `runs` ((bits, rem_bytes) each).
+
+    Sized by its own key count (~TARGET_PER_BLOCK keys a block, as full as the big run's). It must keep
+    >= finest + 16 key bits (finest: the most bits among the existing runs), so a later merge
+    (`merged_shape`) still compares what a 2-byte run of the finest bits compares: a run with fewer bits
+    than the finest stores 4 key bytes (and at least finest - 16 bits); one with as many may store 2."""
+    finest = max((b for b, _ in runs), default=0)
+    bits, rem_bytes = run_bits(entries), run_rem_bytes(entries)
+    if bits < finest:
+        bits, rem_bytes = max(bits, finest - 16), 4
+    return int(min(MAX_BITS, bits)), rem_bytes
+
+
+def merged_shape(entries: int, runs: list[tuple[int, int]]) -> tuple[int, int]:
+    """(bits, rem_bytes) of the run merging `runs` ((bits, rem_bytes) each) into `entries` keys.
+
+    A run stores only its keys' top bits + 8 * rem_bytes, so the merged run compares at most the fewest
+    stored bits among its inputs; within that, it takes its own size's shape (`run_bits`, `run_rem_bytes`)."""
+    stored = min(b + 8 * r for b, r in runs)
+    rem_bytes = run_rem_bytes(entries)
+    if stored - 8 * rem_bytes < run_bits(entries):  # 4 key bytes would cost bucket bits: store 2
+        rem_bytes = 2
+    return int(max(MIN_BITS, min(run_bits(entries), stored - 8 * rem_bytes))), rem_bytes
+
+
 def split_key(keys: np.ndarray, bits: int, rem_bytes: int = 4) -> tuple[np.ndarray, np.ndarray]:
     """(bucket, 8 * rem_bytes stored bits) of uint64 band keys for a run with `bits` bucket bits."""
     keys = np.asarray(keys, np.uint64)
@@ -315,6 +341,76 @@ class SortedProbes:
             if n <= cap:
                 return out_q[:n], out_s[:n]
             cap = n
+
+
+    def join_blocks_copy(self, raw: memoryview | bytes, bits: int, rem_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+        """(query, seq) of every entry of a main-tier run's blocks in a binary COPY of
+        `SELECT bucket, seq_base, entries` whose stored bits (the top bits + 8 * rem_bytes of its key)
+        equal a probe key's: what probing the run block by block returns, read whole instead."""
+        buf = np.frombuffer(raw, np.uint8)
+        if len(buf) <= 21 or len(self.keys) == 0:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        shift = 64 - bits - 8 * rem_bytes
+        mask = ~np.uint64((1 << shift) - 1)
+        skeys = self.keys & mask  # still sorted: masking keeps the order
+        bitmap = self.bitmap
+        if bits + 8 * rem_bytes < _FILTER_BITS:
+            bitmap = np.zeros(1 << _FILTER_BITS, bool)
+            bitmap[skeys >> np.uint64(64 - _FILTER_BITS)] = True
+        cap = 1 << 16
+        while True:
+            out_q, out_s = np.empty(cap, np.int64), np.empty(cap, np.int64)
+            n = _join_blocks_copy(buf, rem_bytes, shift, bitmap, skeys, self.query, out_q, out_s)
+            if n <= cap:
+                return out_q[:n], out_s[:n]
+            cap = n
+
+
+@njit(cache=True)
+def _join_blocks_copy(buf, rem_bytes, shift, bitmap, skeys, squery, out_q, out_s):
+    """Rows (int8 bucket, int8 seq_base, bytea entries) of a binary COPY of one run's blocks: every
+    (query, seq) of an entry whose key, shifted back to 64 bits, is in skeys (sorted, masked alike)."""
+    pos = 19
+    end = len(buf) - 2
+    m = len(skeys)
+    k = 0
+    fshift = np.uint64(64 - _FILTER_BITS)
+    kshift = np.uint64(shift)
+    width = rem_bytes + 4
+    rb8 = np.uint64(8 * rem_bytes)
+    while pos < end:
+        pos += 2 + 4
+        bucket = _be8(buf, pos)
+        pos += 8 + 4
+        base = np.int64(_be8(buf, pos))
+        pos += 8
+        length = np.int64(_be4(buf, pos))
+        pos += 4
+        for j in range(length // width):
+            at = pos + width * j
+            rem = np.uint64(0)
+            for i in range(rem_bytes):
+                rem = (rem << np.uint64(8)) | np.uint64(buf[at + i])
+            key = ((bucket << rb8) | rem) << kshift
+            if not bitmap[key >> fshift]:
+                continue
+            lo, hi = 0, m
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if skeys[mid] < key:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < m and skeys[lo] == key:
+                seq = base + np.int64(_be4(buf, at + rem_bytes))
+                while lo < m and skeys[lo] == key:
+                    if k < len(out_q):
+                        out_q[k] = squery[lo]
+                        out_s[k] = seq
+                    k += 1
+                    lo += 1
+        pos += length
+    return k
 
 
 @njit(cache=True)

@@ -67,6 +67,10 @@ LOCKED_TABLES = tuple(t if t != "minhash_bands" else "minhash_bands_recent" for 
 # Merge the main tier's band runs into one when a compaction leaves more than this many: every
 # lookup reads one block per run and key.
 MAX_MAIN_RUNS = 4
+# A lookup reads a main-tier run whole (one COPY, joined in memory like the recent tier) instead of
+# probing it block by block when the run holds at most this many entries per probe key: a probe costs
+# an index descent and a block read (~several us), a read entry ~10-20 ns.
+WHOLE_RUN_ENTRIES_PER_PROBE = 16
 # Order in which compaction moves each table's rows: its largest index's key, so that the main tier's
 # B-tree takes them leaf by leaf instead of at random.
 _COMPACT_ORDER = {
@@ -505,11 +509,35 @@ class PostgresRegistry(Registry):
             )
             recent_u, recent_seq = probes.join_copy(out.getbuffer())
             del out
+            cur.execute("SELECT run, bits, rem_bytes, entries FROM minhash_band_runs ORDER BY run")
+            runs = cur.fetchall()
+            whole = [r for r in runs if int(r[3]) <= WHOLE_RUN_ENTRIES_PER_PROBE * probes.keys.size]
+            whole_u, whole_seq = [recent_u], [recent_seq]
+            if whole:
+                # A run's blocks through the (bucket, run) index: its buckets are < 2^bits, so the scan
+                # passes only the index entries of other runs' buckets in that range (1/2^(b' - bits)
+                # of a run of b' bits), checking `run` on the index; never a scan of the whole table.
+                cur.execute("SET LOCAL enable_seqscan = off")
+            for run_id, bits, rb, _ in whole:
+                out = io.BytesIO()
+                cur.copy_expert(
+                    "COPY (SELECT bucket, seq_base, entries FROM minhash_bands_main"
+                    f" WHERE bucket >= 0 AND bucket < {1 << int(bits)} AND run = {int(run_id)}"
+                    f" AND shard % 2 = {int(k)}) TO STDOUT (FORMAT binary)",
+                    out,
+                )
+                wu, ws = probes.join_blocks_copy(out.getbuffer(), int(bits), int(rb))
+                del out
+                whole_u.append(wu)
+                whole_seq.append(ws)
+            if whole:
+                cur.execute("SET LOCAL enable_seqscan = on")
             us = halves[k]
             keys = uniq[us].ravel()
-            main_u, main_seq = self._main_band_candidates(cur, keys, np.repeat(us, n_bands), k)
-            u = np.concatenate([recent_u, main_u])
-            seq = np.concatenate([recent_seq, main_seq])
+            probed = [r[:3] for r in runs if r not in whole]
+            main_u, main_seq = self._main_band_candidates(cur, keys, np.repeat(us, n_bands), k, probed)
+            u = np.concatenate([*whole_u, main_u])
+            seq = np.concatenate([*whole_seq, main_seq])
             pick = _first_of_pairs(u, seq)
             if len(pick) == 0:
                 return _empty_table(schema)
@@ -542,7 +570,7 @@ class PostgresRegistry(Registry):
         )
 
     def _main_band_candidates(
-        self, cur: Any, keys: np.ndarray, u_col: np.ndarray, k: int
+        self, cur: Any, keys: np.ndarray, u_col: np.ndarray, k: int, runs: list[tuple[int, int, int]] | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(u, seq) of the main tier's band keys equal (on the bits a run keeps) to `keys`.
 
@@ -551,8 +579,9 @@ class PostgresRegistry(Registry):
         any offset), so only blocks with a hit cross the wire; the client then compares the entries at
         their true offsets. In a 2-byte run a key equal on bits + 16 only is a (verified) extra candidate.
         """
-        cur.execute("SELECT run, bits, rem_bytes FROM minhash_band_runs ORDER BY run")
-        runs = cur.fetchall()
+        if runs is None:
+            cur.execute("SELECT run, bits, rem_bytes FROM minhash_band_runs ORDER BY run")
+            runs = cur.fetchall()
         if not runs or len(keys) == 0:
             return np.empty(0, np.int64), np.empty(0, np.int64)
         # A run compares the top bits + 8 * rem_bytes bits of a key.
@@ -1164,12 +1193,13 @@ class PostgresRegistry(Registry):
         self, cur: Any, keys: np.ndarray, seqs: np.ndarray, bits: int | None = None, rem_bytes: int | None = None
     ) -> int:
         """Write band keys as one new main-tier run of blocks; returns its id."""
-        cur.execute("SELECT coalesce(max(run), 0) + 1, coalesce(max(bits), 0) FROM minhash_band_runs")
-        run_id, main_bits = (int(v) for v in cur.fetchone())
-        # A run keeps its keys' top bits + 8 * rem_bytes only, so runs can merge without losing bits
-        # only into the fewest bits among them: a new run takes at least the finest existing run's bits.
-        bits = max(_bandblocks.run_bits(len(keys)), main_bits) if bits is None else bits
-        rem_bytes = _bandblocks.run_rem_bytes(len(keys)) if rem_bytes is None else rem_bytes
+        cur.execute("SELECT coalesce(max(run), 0) + 1 FROM minhash_band_runs")
+        run_id = int(cur.fetchone()[0])
+        if bits is None or rem_bytes is None:
+            # A run keeps its keys' top bits + 8 * rem_bytes only: a new run is sized by its own keys but
+            # keeps enough bits for a later merge with the finest run (_bandblocks.new_run_shape).
+            cur.execute("SELECT bits, rem_bytes FROM minhash_band_runs")
+            bits, rem_bytes = _bandblocks.new_run_shape(len(keys), [(int(b), int(r)) for b, r in cur.fetchall()])
         blocks = _bandblocks.build_blocks(keys, seqs, bits, rem_bytes=rem_bytes)
         n_blocks = len(blocks["n"])  # type: ignore[arg-type]
         copy_in(
@@ -1217,9 +1247,8 @@ class PostgresRegistry(Registry):
         cur.execute("DELETE FROM minhash_bands_main WHERE run = ANY(%s)", (runs,))
         cur.execute("DELETE FROM minhash_band_runs WHERE run = ANY(%s)", (runs,))
         if alive.any():
-            self._write_run(
-                cur, keys[alive], seqs[alive], min(b for b, _ in shape_of.values()), min(r for _, r in shape_of.values())
-            )
+            bits, rem_bytes = _bandblocks.merged_shape(int(alive.sum()), list(shape_of.values()))
+            self._write_run(cur, keys[alive], seqs[alive], bits, rem_bytes)
 
 
 # ---- helpers --------------------------------------------------------------------------------------
