@@ -334,14 +334,7 @@ class SortedProbes:
         buf = np.frombuffer(raw, np.uint8)
         if len(buf) <= 21 or len(self.keys) == 0:
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        cap = 1 << 16
-        while True:
-            out_q, out_s = np.empty(cap, np.int64), np.empty(cap, np.int64)
-            n = _join_copy(buf, self.bitmap, self.keys, self.query, out_q, out_s)
-            if n <= cap:
-                return out_q[:n], out_s[:n]
-            cap = n
-
+        return _pairs(lambda out_q, out_s: _join_copy(buf, self.bitmap, self.keys, self.query, out_q, out_s))
 
     def join_blocks_copy(self, raw: memoryview | bytes, bits: int, rem_bytes: int) -> tuple[np.ndarray, np.ndarray]:
         """(query, seq) of every entry of a main-tier run's blocks in a binary COPY of
@@ -357,13 +350,39 @@ class SortedProbes:
         if bits + 8 * rem_bytes < _FILTER_BITS:
             bitmap = np.zeros(1 << _FILTER_BITS, bool)
             bitmap[skeys >> np.uint64(64 - _FILTER_BITS)] = True
-        cap = 1 << 16
-        while True:
-            out_q, out_s = np.empty(cap, np.int64), np.empty(cap, np.int64)
-            n = _join_blocks_copy(buf, rem_bytes, shift, bitmap, skeys, self.query, out_q, out_s)
-            if n <= cap:
-                return out_q[:n], out_s[:n]
-            cap = n
+        return _pairs(lambda out_q, out_s: _join_blocks_copy(buf, rem_bytes, shift, bitmap, skeys, self.query, out_q, out_s))
+
+
+def _pairs(kernel) -> tuple[np.ndarray, np.ndarray]:
+    """(query, seq) pairs of a join kernel that writes at most len(out_q) of them and returns how many
+    there are: a second call with room for all when the first buffers were too small."""
+    cap = 1 << 16
+    while True:
+        out_q, out_s = np.empty(cap, np.int64), np.empty(cap, np.int64)
+        n = kernel(out_q, out_s)
+        if n <= cap:
+            return out_q[:n], out_s[:n]
+        cap = n
+
+
+@njit(cache=True)
+def _emit(key, seq, skeys, squery, out_q, out_s, k):
+    """Writes (query, seq) for every probe of ``key`` in skeys (sorted) from pair k on, at most
+    len(out_q) in all; returns the count of pairs so far, those that did not fit included."""
+    lo, hi = 0, len(skeys)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if skeys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    while lo < len(skeys) and skeys[lo] == key:
+        if k < len(out_q):
+            out_q[k] = squery[lo]
+            out_s[k] = seq
+        k += 1
+        lo += 1
+    return k
 
 
 @njit(cache=True)
@@ -372,7 +391,6 @@ def _join_blocks_copy(buf, rem_bytes, shift, bitmap, skeys, squery, out_q, out_s
     (query, seq) of an entry whose key, shifted back to 64 bits, is in skeys (sorted, masked alike)."""
     pos = 19
     end = len(buf) - 2
-    m = len(skeys)
     k = 0
     fshift = np.uint64(64 - _FILTER_BITS)
     kshift = np.uint64(shift)
@@ -394,21 +412,7 @@ def _join_blocks_copy(buf, rem_bytes, shift, bitmap, skeys, squery, out_q, out_s
             key = ((bucket << rb8) | rem) << kshift
             if not bitmap[key >> fshift]:
                 continue
-            lo, hi = 0, m
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if skeys[mid] < key:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo < m and skeys[lo] == key:
-                seq = base + np.int64(_be4(buf, at + rem_bytes))
-                while lo < m and skeys[lo] == key:
-                    if k < len(out_q):
-                        out_q[k] = squery[lo]
-                        out_s[k] = seq
-                    k += 1
-                    lo += 1
+            k = _emit(key, base + np.int64(_be4(buf, at + rem_bytes)), skeys, squery, out_q, out_s, k)
         pos += length
     return k
 
@@ -419,7 +423,6 @@ def _join_copy(buf, bitmap, skeys, squery, out_q, out_s):
     in skeys (sorted). Writes at most len(out_q) pairs; returns how many there are."""
     pos = 19
     end = len(buf) - 2
-    m = len(skeys)
     k = 0
     shift = np.uint64(64 - _FILTER_BITS)
     while pos < end:
@@ -433,20 +436,6 @@ def _join_copy(buf, bitmap, skeys, squery, out_q, out_s):
             key = _be8(buf, at)
             if not bitmap[key >> shift]:
                 continue
-            lo, hi = 0, m
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if skeys[mid] < key:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo < m and skeys[lo] == key:
-                seq = base + np.int64(_be4(buf, at + 8))
-                while lo < m and skeys[lo] == key:
-                    if k < len(out_q):
-                        out_q[k] = squery[lo]
-                        out_s[k] = seq
-                    k += 1
-                    lo += 1
+            k = _emit(key, base + np.int64(_be4(buf, at + 8)), skeys, squery, out_q, out_s, k)
         pos += length
     return k

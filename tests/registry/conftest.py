@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import psycopg2
 import pytest
@@ -17,6 +18,22 @@ from dedup_tasks.registry.postgres import PostgresRegistry
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "embedded: starts its own embedded PostgreSQL (a few seconds)")
+
+
+@contextmanager
+def schema_at_version(pg_dsn: str, admin: psycopg2.extensions.connection, version: int) -> Iterator[str]:
+    """A fresh schema migrated up to ``version`` only (the layout a migration test starts from), dropped after."""
+    name = f"test_registry_v{version}_{uuid.uuid4().hex[:10]}"
+    conn = psycopg2.connect(pg_dsn)
+    try:
+        assert migrate(conn, name, target=version) == list(range(1, version + 1))
+    finally:
+        conn.close()
+    try:
+        yield name
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 @pytest.fixture

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 import numpy as np
 import psycopg2
 import pytest
@@ -12,6 +10,7 @@ from dedup_tasks.registry import postgres as pg_mod
 from dedup_tasks.registry.base import MemoryRegistry
 from dedup_tasks.registry.migrate import code_version, current_version, migrate
 from dedup_tasks.registry.postgres import TABLES, PostgresRegistry
+from tests.registry.conftest import schema_at_version
 from tests.registry.old_recent import write_recent_rows_v6
 from tests.registry.synth import Pool
 from tests.registry.synth import all_lookups as synth_lookups
@@ -26,15 +25,8 @@ def lookups(registry, query) -> dict[str, object]:
 
 @pytest.fixture
 def v4_schema(pg_dsn, admin):
-    name = f"test_registry_v4_{uuid.uuid4().hex[:10]}"
-    conn = psycopg2.connect(pg_dsn)
-    try:
-        assert migrate(conn, name, target=4) == [1, 2, 3, 4]
-    finally:
-        conn.close()
-    yield name
-    with admin.cursor() as cur:
-        cur.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    with schema_at_version(pg_dsn, admin, 4) as name:
+        yield name
 
 
 def compact_v4(admin, schema: str) -> None:

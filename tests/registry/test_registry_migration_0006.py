@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 import numpy as np
 import psycopg2
 import pyarrow as pa
@@ -15,6 +13,7 @@ from dedup_tasks.registry._pgio import copy_in, encode_binary_copy
 from dedup_tasks.registry.base import Fingerprints, MemoryRegistry
 from dedup_tasks.registry.migrate import code_version, current_version, migrate
 from dedup_tasks.registry.postgres import PostgresRegistry
+from tests.registry.conftest import schema_at_version
 from tests.registry.old_recent import read_recent_rows_v6, write_recent_rows_v6
 from tests.registry.synth import NUM_PERM, Pool, band_keys, canonical
 from tests.registry.synth import all_lookups as synth_lookups
@@ -67,15 +66,8 @@ def write_run_v5(self, cur, keys, seqs, bits=None, rem_bytes=None):
 
 @pytest.fixture
 def v5_schema(pg_dsn, admin):
-    name = f"test_registry_v5_{uuid.uuid4().hex[:10]}"
-    conn = psycopg2.connect(pg_dsn)
-    try:
-        assert migrate(conn, name, target=5) == [1, 2, 3, 4, 5]
-    finally:
-        conn.close()
-    yield name
-    with admin.cursor() as cur:
-        cur.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    with schema_at_version(pg_dsn, admin, 5) as name:
+        yield name
 
 
 def shared_on_run_bits(mem: MemoryRegistry, query: Fingerprints, row: tuple, prefix_bits: int) -> bool:

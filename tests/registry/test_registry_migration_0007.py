@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 import numpy as np
 import psycopg2
 import pytest
@@ -13,6 +11,7 @@ from dedup_tasks.registry import postgres as pg_mod
 from dedup_tasks.registry.base import Fingerprints, MemoryRegistry
 from dedup_tasks.registry.migrate import code_version, current_version, migrate
 from dedup_tasks.registry.postgres import PostgresRegistry
+from tests.registry.conftest import schema_at_version
 from tests.registry.old_recent import read_recent_rows_v6, write_recent_rows_v6
 from tests.registry.synth import BANDS, Pool, count_rows
 from tests.registry.synth import all_lookups as synth_lookups
@@ -40,15 +39,8 @@ def mixed_batch(pool: Pool, n: int, tag: str) -> Fingerprints:
 
 @pytest.fixture
 def v6_schema(pg_dsn, admin):
-    name = f"test_registry_v6_{uuid.uuid4().hex[:10]}"
-    conn = psycopg2.connect(pg_dsn)
-    try:
-        assert migrate(conn, name, target=6) == [1, 2, 3, 4, 5, 6]
-    finally:
-        conn.close()
-    yield name
-    with admin.cursor() as cur:
-        cur.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    with schema_at_version(pg_dsn, admin, 6) as name:
+        yield name
 
 
 def recent_keys(admin, schema: str) -> dict[str, list[tuple[int, int]]]:

@@ -56,41 +56,38 @@ def test_runs_read_whole_and_probed_give_the_same_candidates(make_registry, admi
     pool = Pool(np.random.default_rng(8), size=150)
     pg, mem = make_registry(), MemoryRegistry()
     query = pool.batch(200, "q")
-    for h, n in enumerate((300, 12, 60, 3)):
-        batch = f"2026-12-01T{h:02d}"
-        fp = pool.batch(n, batch)
-        pg.begin(batch)
-        pg.commit(batch, fp)
-        mem.commit(batch, fp)
-        pg.compact()
-    with admin.cursor() as cur:
-        cur.execute(f'SELECT bits, rem_bytes FROM "{schema}".minhash_band_runs ORDER BY run')
-        shapes = cur.fetchall()
+
+    def commit_and_compact(hours: range, size) -> list[tuple[int, int]]:
+        """Commit one batch an hour to both registries, compacting after each; the runs' (bits, rem_bytes)."""
+        for h in hours:
+            batch = f"2026-12-01T{h:02d}"
+            fp = pool.batch(size(h), batch)
+            pg.begin(batch)
+            pg.commit(batch, fp)
+            mem.commit(batch, fp)
+            pg.compact()
+        with admin.cursor() as cur:
+            cur.execute(f'SELECT bits, rem_bytes FROM "{schema}".minhash_band_runs ORDER BY run')
+            return cur.fetchall()
+
+    def candidates(factors: tuple[int, ...]) -> tuple[set, list]:
+        """MemoryRegistry's candidates, and the registry's with each WHOLE_RUN_ENTRIES_PER_PROBE."""
+        want = set(canonical(mem.minhash_candidates(ASK, query.minhash_bands), "minhash"))
+        got = []
+        for factor in factors:
+            monkeypatch.setattr(postgres, "WHOLE_RUN_ENTRIES_PER_PROBE", factor)
+            got.append(canonical(pg.minhash_candidates(ASK, query.minhash_bands), "minhash"))
+        return want, got
+
+    shapes = commit_and_compact(range(4), lambda h: (300, 12, 60, 3)[h])
     assert len({b for b, _ in shapes}) >= 3, shapes  # runs sized by their own keys
     # Keys are compared on a run's stored bits (bits + 32 here): a collision on those (synth's band hash
     # has weak top bits) is an extra, verified candidate on both paths; a registered key is never missed.
-    want = set(canonical(mem.minhash_candidates(ASK, query.minhash_bands), "minhash"))
-    got = []
-    for factor in (0, postgres.WHOLE_RUN_ENTRIES_PER_PROBE, 10**9):  # all probed, the default, all read whole
-        monkeypatch.setattr(postgres, "WHOLE_RUN_ENTRIES_PER_PROBE", factor)
-        got.append(canonical(pg.minhash_candidates(ASK, query.minhash_bands), "minhash"))
+    want, got = candidates((0, postgres.WHOLE_RUN_ENTRIES_PER_PROBE, 10**9))  # all probed, the default, all read whole
     assert got[0] == got[1] == got[2] and want <= set(got[0]) and len(got[0]) - len(want) <= 3
     # 2-byte runs of different bits (a large compaction, merged): still no miss, and both paths agree.
     monkeypatch.setattr(_bandblocks, "SHORT_REM_MIN_ENTRIES", 2000)
-    for h in range(4, 4 + postgres.MAX_MAIN_RUNS):
-        batch = f"2026-12-01T{h:02d}"
-        fp = pool.batch(60 if h % 2 else 150, batch)
-        pg.begin(batch)
-        pg.commit(batch, fp)
-        mem.commit(batch, fp)
-        pg.compact()
-    with admin.cursor() as cur:
-        cur.execute(f'SELECT bits, rem_bytes FROM "{schema}".minhash_band_runs ORDER BY run')
-        shapes = cur.fetchall()
+    shapes = commit_and_compact(range(4, 4 + postgres.MAX_MAIN_RUNS), lambda h: 60 if h % 2 else 150)
     assert 2 in {r for _, r in shapes} and 4 in {r for _, r in shapes}, shapes
-    want = set(canonical(mem.minhash_candidates(ASK, query.minhash_bands), "minhash"))
-    got = []
-    for factor in (0, 10**9):
-        monkeypatch.setattr(postgres, "WHOLE_RUN_ENTRIES_PER_PROBE", factor)
-        got.append(canonical(pg.minhash_candidates(ASK, query.minhash_bands), "minhash"))
+    want, got = candidates((0, 10**9))
     assert got[0] == got[1] and want <= set(got[0])
