@@ -9,8 +9,10 @@ twice shows the cache works: the second run compiles nothing. The NFKC fold tabl
 (``normalize.fold``) and the character class table (``normalize.codepoint_kernels``) are built and
 saved the same way, once, and the package's modules are byte-compiled (``compile_bytecode``).
 
-Numba keys the cache on each source file's path and modification time, so editing a kernel, moving
-the checkout or changing the CPU recompiles (once) by itself.
+Every kernel's cache is stamped with all of the package's kernel files at once
+(``dedup_tasks.kernel_cache``; numba alone stamps a kernel with its own file, so a caller would keep
+an old callee inlined), so editing any kernel file, moving the checkout or changing the CPU
+recompiles (once) by itself.
 """
 
 from __future__ import annotations

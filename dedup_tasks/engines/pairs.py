@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+import dedup_tasks.kernel_cache  # noqa: F401  (keys the numba cache on every kernel file)
 from dedup_tasks.fingerprint.candidates import StreamResult
 
 

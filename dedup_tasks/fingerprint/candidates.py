@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+import dedup_tasks.kernel_cache  # noqa: F401  (keys the numba cache on every kernel file)
 from dedup_tasks.fingerprint.kernels import hash_slot, hash_table_size
 from dedup_tasks.fingerprint.numbers import facts_differ, pair_facts_differ
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+import dedup_tasks.kernel_cache  # noqa: F401  (keys the numba cache on every kernel file)
+
 WORDS = 0
 CHARS = 1
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+import dedup_tasks.kernel_cache  # noqa: F401  (keys the numba cache on every kernel file)
+
 CONTEXT = 6  # letters (not digits, not spaces) before a number that make its frame
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit, prange
 
+import dedup_tasks.kernel_cache  # noqa: F401  (keys the numba cache on every kernel file)
 from dedup_tasks.fingerprint.kernels import POLY, _finish, hash_slot, hash_table_size
 
 # 0 = word character, 1 = whitespace, 2 = punctuation or symbol, 3 = line break

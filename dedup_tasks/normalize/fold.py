@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit, prange
 
+import dedup_tasks.kernel_cache  # noqa: F401  (keys the numba cache on every kernel file)
 from dedup_tasks.normalize.codepoint_kernels import decode_at
 
 _TABLE_SIZE = 0x20000

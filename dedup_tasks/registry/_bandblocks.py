@@ -33,6 +33,8 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
+import dedup_tasks.kernel_cache  # noqa: F401  (keys the numba cache on every kernel file)
+
 TARGET_PER_BLOCK = 128
 # A bucket with more keys (the same band key registered by many documents) is split into several
 # rows of at most this many, each under PostgreSQL's 2 kB TOAST threshold: a probe reads them all.

@@ -18,6 +18,8 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
+import dedup_tasks.kernel_cache  # noqa: F401  (keys the numba cache on every kernel file)
+
 
 def packed_size(num_perm: int, w: np.ndarray) -> np.ndarray:
     """Bytes of a packed signature whose largest value has `w` bits."""
