@@ -108,12 +108,28 @@ class DedupConfig:
     # Replacements (a template's other names and amounts, as long on both sides) stay scattered; short
     # texts keep LONG_RUN. LONG_RUN here turns it off. docs/near-copies.md, session nq18.
     minhash_passage_run_zh: int = 10
+    # Where the newer covers minhash_additions_passage_min_coverage of the earlier at a Jaccard under
+    # minhash_additions_min_jaccard (a short text doubled by an inserted sentence), the pair is a copy from
+    # minhash_additions_passage_min_jaccard when the passage rule above holds (what is added is whole
+    # passages). The floor is the truncation floor, minhash_verify_min_jaccard: the same evidence either
+    # way round. Under J 0.5 the newer is over twice the earlier, so the earlier must be in it nearly
+    # whole: 0.97 of its 5-grams, what a copy keeps with up to ~0.6% of its characters mistyped (a typo
+    # breaks at most 5 5-grams), the low end of the typo range (0.3-2.5%); a retelling that
+    # rewords or reorders a few phrases keeps less (docs/near-copies.md, session nq19).
+    # minhash_additions_min_jaccard or more turns it off.
+    minhash_additions_passage_min_jaccard: float = 0.45
+    minhash_additions_passage_min_coverage: float = 0.97
     # A pair accepted under minhash_facts_max_jaccard (on coverage, passages or J) is refused when the newer states
     # at least minhash_facts_min_new distinct numbers, and minhash_facts_min_share of its own, that the
     # earlier does not: reports from one template differ in their figures (0 turns the check off).
     minhash_facts_min_new: int = 1
     minhash_facts_min_share: float = 0.5
     minhash_facts_max_jaccard: float = 0.8
+    # ... or when at least this many of the newer's numbers stand where the earlier states another
+    # figure: the same CONTEXT letters before and after (numbers.changed_in_place), a place in a sentence
+    # both texts keep. A copy keeps the figures of the sentences it keeps, whatever their share; one such
+    # figure is enough, as one changed figure is for a short text (SHORT). 0 turns it off.
+    minhash_facts_min_in_place: int = 1
     # A registered document is judged on signatures (estimates, +-0.04) and without the text order, so
     # the rule is stricter: J >= minhash_registry_threshold alone, or coverage >= minhash_registry_min_coverage
     # with the Jaccard floors raised by minhash_registry_margin (the 3-hour bench: docs/near-copies.md).
@@ -298,6 +314,9 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "minhash_facts_min_new": (0, None),
     "minhash_facts_min_share": (0.0, 1.0),
     "minhash_facts_max_jaccard": (0.0, 1.0),
+    "minhash_facts_min_in_place": (0, None),
+    "minhash_additions_passage_min_jaccard": (0.0, 2.0),
+    "minhash_additions_passage_min_coverage": (0.0, 1.0),
     "minhash_text_max_partitions": (0, None),
     "zh_shingle_chars": (1, 64),
     "en_shingle_words": (1, 64),

@@ -54,11 +54,17 @@ class Verifier:
     caller gives ``runs`` (per row: a Chinese sentence is shorter in characters), a shorter run is a
     passage too when it is added on one side, not a replacement (``_scattered``).
 
+    Where the newer covers nearly all of the earlier (``additions_passage_min_coverage``) but their
+    Jaccard is under ``additions_min_jaccard`` (a short text doubled by an inserted sentence), the pair
+    is a copy from ``additions_passage_min_jaccard`` when the passage rule above holds: what the newer
+    adds is whole passages, not other names and amounts all through one template.
+
     A pair accepted under Jaccard ``facts_max_jaccard`` (on coverage, passages or its Jaccard) is refused when the
     newer states figures the earlier does not (``facts_min_new`` distinct numbers, ``facts_min_share``
-    of its own; 0 turns the check off): reports written from one template differ in their numbers, a
-    copy keeps them. It needs both texts' numbers, so it runs where the texts are (batch, or the
-    earlier text read back).
+    of its own; 0 turns the check off), or when ``facts_min_in_place`` of its numbers stand where the
+    earlier states another figure (the same letters before and after: ``numbers.changed_in_place``):
+    reports written from one template differ in their numbers, a copy keeps them. It needs both texts'
+    numbers, so it runs where the texts are (batch, or the earlier text read back).
 
     Some rows are held to a plain Jaccard instead (``strict``, per row; NaN: the rule above): a page
     kept as a URL update (only a near-identical copy is dropped), a very short text. ``SHORT`` (a
@@ -76,13 +82,17 @@ class Verifier:
     facts_min_new: int = 0
     facts_min_share: float = 0.5
     facts_max_jaccard: float = 0.7
+    facts_min_in_place: int = 0
+    additions_passage_min_jaccard: float = 2.0  # off
+    additions_passage_min_coverage: float = 1.0
 
     @property
     def rule(self) -> np.ndarray:
         return np.array([
             self.accept_jaccard, self.min_jaccard, self.min_coverage, self.additions_min_jaccard,
             self.passage_min_coverage, self.max_scattered, LONG_RUN, self.facts_min_new, self.facts_min_share,
-            self.facts_max_jaccard,
+            self.facts_max_jaccard, self.facts_min_in_place, self.additions_passage_min_jaccard,
+            self.additions_passage_min_coverage,
         ])  # fmt: skip
 
     def accepts(self, jaccard, covers_newer, covers_earlier, strict=np.nan):
@@ -268,7 +278,12 @@ def _anchor_at(hashes, values, stamps, bits, pos, gen, mask, i, hi, other_bit, s
 
 @njit(cache=True)
 def _passage_candidate(j, c_new, c_old, strict, rule):
-    return not strict >= 0 and j >= rule[1] and min(c_new, c_old) >= rule[4]
+    """Whether the passage rule may accept a pair the coverage rules refused: both coverages reach
+    ``passage_min_coverage``, or the newer covers ``additions_passage_min_coverage`` of the earlier from
+    ``additions_passage_min_jaccard``."""
+    if strict >= 0:
+        return False
+    return (j >= rule[1] and min(c_new, c_old) >= rule[4]) or (j >= rule[11] and c_old >= rule[12])
 
 
 @njit(cache=True)
@@ -296,8 +311,9 @@ def verify_pairs(
     ok = np.asarray(verifier.accepts(jac, covers_newer, covers_earlier, strict), bool)
     rule = verifier.rule
     maybe = np.flatnonzero(
-        ~ok & ~(strict >= 0) & (jac >= rule[1]) & (np.minimum(covers_newer, covers_earlier) >= rule[4])
-    )
+        ~ok & ~(strict >= 0)
+        & (((jac >= rule[1]) & (np.minimum(covers_newer, covers_earlier) >= rule[4])) | ((jac >= rule[11]) & (covers_earlier >= rule[12])))
+    )  # fmt: skip
     if len(maybe):
         long_run = int(rule[6])
         added = long_run if runs is None else np.asarray(runs, np.int64)[maybe]
@@ -326,7 +342,8 @@ def facts_veto(
     for rows, share in ((weak[np.isnan(strict[weak])], verifier.facts_min_share), (weak[strict[weak] < 0], SHORT_FACTS_SHARE)):
         if len(rows):
             ok[rows] = ~pair_facts_differ(
-                *numbers, np.asarray(newer)[rows], np.asarray(earlier)[rows], verifier.facts_min_new, share
+                *numbers, np.asarray(newer)[rows], np.asarray(earlier)[rows], verifier.facts_min_new, share,
+                verifier.facts_min_in_place,
             )
     return ok
 
@@ -449,7 +466,7 @@ def _stream(
                                 ok = _by_passages(hashes, hash_off, table, d, c, rule, runs[d] if len(runs) else int(rule[6]))
                             if ok and facts and s < rule[9] and not strict[d] >= 0:
                                 share = rule[8] if strict[d] != strict[d] else SHORT_FACTS_SHARE
-                                ok = not facts_differ(nums, num_off, d, c, int(rule[7]), share)
+                                ok = not facts_differ(nums, num_off, d, c, int(rule[7]), share, int(rule[10]))
                         else:
                             if len(hash_off) > 0 and exact_floor <= s < exact_ceiling:
                                 # In the batch the shingle sets are at hand: settle the estimate exactly.

@@ -80,6 +80,8 @@ def verifier_of(cfg) -> Verifier:
         cfg.minhash_threshold, cfg.minhash_verify_min_jaccard, cfg.minhash_min_coverage,
         cfg.minhash_additions_min_jaccard, cfg.minhash_passage_min_coverage, cfg.minhash_max_scattered,
         cfg.minhash_facts_min_new, cfg.minhash_facts_min_share, cfg.minhash_facts_max_jaccard,
+        cfg.minhash_facts_min_in_place, cfg.minhash_additions_passage_min_jaccard,
+        cfg.minhash_additions_passage_min_coverage,
     )  # fmt: skip
 
 

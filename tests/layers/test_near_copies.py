@@ -555,3 +555,71 @@ def test_number_sets_read_chunk_by_chunk_give_the_whole_batchs_sets(monkeypatch)
     assert whole[1].tolist() == [0, 2, 2, 2, 4, 5]  # the view writes "1987 2 84": one number
     subset = near.number_sets(batch, np.array([3, 0]))
     assert subset[1].tolist() == [0, 2, 4]
+
+
+# --- session nq19: figures in place, additions from J 0.45 ------------------------------------------
+
+_FUTURES = (
+    "Midwest grain futures at 11:20 EDT. Minneapolis wheat May7 285-1/4 up 1-3/4, Jul7 281 up 1/4, Sep7 277 up 1, "
+    "Dec7 and Mar8 not traded. Kansas City wheat May7 271 up 1/2, Jul7 262 unchanged, Sep7 264 off 1/4."
+)
+
+
+@pytest.mark.parametrize("across_hours", [False, True])
+def test_other_figures_in_a_kept_sentence_refuse_the_pair_and_a_copys_own_figures_do_not(tmp_path, across_hours):
+    # The 20 minutes later note: 3 of its 14 framed figures differ (under the half a long text needs),
+    # each where the earlier states another value in the same words either side.
+    later = _FUTURES.replace("11:20", "11:40").replace("285-1/4 up 1-3/4", "284-1/2 up 1").replace("271 up 1/2", "270-3/4 up 1/4")
+    copy = _FUTURES + " Traders said volume was light at 1,200 contracts by midday."  # an inserted sentence's own figure
+    rows = [
+        {"doc_id": "first", "url": "https://a.com/grain-1", "title": "MIDWEST GRAIN FUTURES", "content": _FUTURES},
+        {"doc_id": "later", "url": "https://b.com/grain-2", "title": "MIDWEST GRAIN FUTURES", "content": later},
+        {"doc_id": "copy", "url": "https://c.com/grain-1", "title": "MIDWEST GRAIN FUTURES", "content": copy},
+    ]
+    assert 0.45 <= _exact_jaccard([later, _FUTURES], "en", "chars") < CONFIG.minhash_facts_max_jaccard
+    hours = [rows[:1], rows[1:]] if across_hours else [rows]
+    for in_place, expected in ((CONFIG.minhash_facts_min_in_place, "keep"), (0, "drop")):
+        config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path / f"p{in_place}"), minhash_facts_min_in_place=in_place)
+        got, _ = run_hours(hours, tmp_path / f"p{in_place}", config)[-1]
+        assert got["later"]["action"] == expected, (in_place, got["later"]["reason"])
+        assert got["copy"]["action"] == "drop" and got["copy"]["matched_doc_id"] == "first", got["copy"]["reason"]
+
+
+_PAYOUT = (
+    "Porex Technologies Corp said its board declared an initial annual dividend of ten cts per share, its first payout, "
+    "payable to holders of record later this month. The company said the dividend reflects strong growth in its medical "
+    "products business."
+)
+_ADDED = (
+    " Analysts in New York said the decision had been widely expected after the company reported higher earnings for the "
+    "fourth quarter and said it would continue to invest in new plants in Georgia and in Europe over the next two years, "
+    "financed from cash flow."
+)
+
+
+@pytest.mark.parametrize("across_hours", [False, True])
+def test_a_short_text_doubled_by_an_inserted_sentence_is_a_copy_a_retelling_is_not(tmp_path, across_hours):
+    cut = _PAYOUT.index(" The company")
+    doubled = _PAYOUT[:cut] + _ADDED + _PAYOUT[cut:]
+    retold = doubled.replace("strong growth", "rapid growth")  # one word reworded: 0.93 of the earlier left
+    assert 0.45 <= _exact_jaccard([doubled, _PAYOUT], "en", "chars") < CONFIG.minhash_additions_min_jaccard
+    assert 0.45 <= _exact_jaccard([retold, _PAYOUT], "en", "chars") < CONFIG.minhash_additions_min_jaccard
+    first = {"doc_id": "first", "url": "https://a.com/porex", "content": _PAYOUT}
+    for doc_id, text, cases in (
+        ("doubled", doubled, ((CONFIG.minhash_additions_passage_min_jaccard, 0.97, "drop"), (0.5, 0.97, "keep"))),
+        ("retold", retold, ((CONFIG.minhash_additions_passage_min_jaccard, 0.97, "keep"), (0.45, 0.9, "drop"))),
+    ):
+        newer = {"doc_id": doc_id, "url": "https://b.com/porex", "content": text}
+        for floor, coverage, expected in cases:
+            assert CONFIG.minhash_additions_passage_min_coverage == 0.97
+            root = tmp_path / f"{doc_id}-{floor}-{coverage}"
+            config = DedupConfig(
+                layers=CONFIG.layers, root=str(root), minhash_additions_passage_min_jaccard=floor,
+                minhash_additions_passage_min_coverage=coverage,
+            )  # fmt: skip
+            got, stats = run_hours([[first], [newer]] if across_hours else [[first, newer]], root, config)[-1]
+            assert got[doc_id]["action"] == expected, (doc_id, floor, coverage, got[doc_id]["reason"])
+            if expected == "drop":
+                assert got[doc_id]["matched_doc_id"] == "first" and "(verified)" in got[doc_id]["reason"]
+                if across_hours:
+                    assert stats["registry_verified_on_text"] >= 1
