@@ -55,6 +55,10 @@ def main(argv: list[str]) -> None:
         if emb == "aligned":
             _aligned(texts, dup, n, int(argv[2]) if len(argv) > 2 else 120)
             continue
+        if emb == "trained":
+            _trained(lang, texts, dup, n, int(argv[2]) if len(argv) > 2 else 600, argv[3] if len(argv) > 3 else None,
+                     [s.dataset for s in items])
+            continue
         if not emb:
             continue
         from dedup_tasks.embed.embedders import get_embedder
@@ -100,6 +104,51 @@ def _aligned(texts: list[str], dup: np.ndarray, n: int, k: int) -> None:
             tp, fp = int((score[d] >= th).sum()), int((score[~d] >= th).sum())
             print(f"      {th}: recall {tp / max(d.sum(), 1):.3f} precision {tp / max(tp + fp, 1):.3f} "
                   f"negatives through {fp / max((~d).sum(), 1):.3f}")
+
+
+def _recall_at(score: np.ndarray, d: np.ndarray, precision: float) -> tuple[float, float]:
+    """(best recall, its threshold) over thresholds whose precision on these pairs is >= ``precision``."""
+    best = (0.0, float("nan"))
+    for th in np.unique(score):
+        tp, fp = int((score[d] >= th).sum()), int((score[~d] >= th).sum())
+        if tp and tp / (tp + fp) >= precision and tp / d.sum() > best[0]:
+            best = (tp / d.sum(), float(th))
+    return best
+
+
+def _trained(lang: str, texts: list[str], dup: np.ndarray, n: int, k: int, head_path: str | None, datasets: list[str]) -> None:
+    """Head cosine (128 tokens), sentence-aligned cosine and the trained pair head (``embed.pair_head``,
+    sentence-aligned) on the first k pairs: recall at precision 1.0 / 0.95, per score."""
+    from bench.pair_head import PairHead, trained_scores
+    from dedup_tasks.embed.aligned import aligned_scores
+    from dedup_tasks.embed.embedders import E5TorchEmbedder
+
+    k = min(n, k)
+    # Two embedder objects: get_embedder shares one per name, and max_tokens is set on it.
+    head, short = E5TorchEmbedder(max_tokens=128, threads=0), E5TorchEmbedder(max_tokens=64, threads=0)
+    cpu = time.process_time()
+    c = (head.encode(texts[:k]) * head.encode(texts[n : n + k])).sum(1)
+    head_cpu = time.process_time() - cpu
+    cpu = time.process_time()
+    al = aligned_scores(short.encode, texts[n : n + k], texts[:k])
+    al_cpu = time.process_time() - cpu
+    pair_head = PairHead.load(head_path) if head_path else None
+    cpu = time.process_time()
+    tr = trained_scores(short.encode, texts[n : n + k], texts[:k], [lang] * k, pair_head)
+    tr_cpu = time.process_time() - cpu
+    d = dup[:k]
+    print(f"  {k} pairs ({int(d.sum())} rewrites, {int((~d).sum())} negatives): cpu/doc head {head_cpu / (2 * k) * 1e3:.1f} ms, "
+          f"aligned {al_cpu / (2 * k) * 1e3:.1f} ms, trained {tr_cpu / (2 * k) * 1e3:.1f} ms")
+    ds = np.array(datasets[:k])
+    for name, score in (("head cosine", c), ("aligned cosine", al), ("trained head", tr)):
+        r1, t1 = _recall_at(score, d, 1.0)
+        r95, t95 = _recall_at(score, d, 0.95)
+        print(f"    {name:15s} pos q10/50 {np.quantile(score[d], [0.1, 0.5]).round(3)} neg q50/90/99 "
+              f"{np.quantile(score[~d], [0.5, 0.9, 0.99]).round(3)}  recall@P1.0 {r1:.3f} (>= {t1:.3f})  recall@P0.95 {r95:.3f} (>= {t95:.3f})")
+        for name_ds in sorted(set(ds.tolist())):
+            m = ds == name_ds
+            if d[m].any() and (~d[m]).any():
+                print(f"      {name_ds:24s} {int(d[m].sum())}/{int((~d[m]).sum())} recall@P0.95 {_recall_at(score[m], d[m], 0.95)[0]:.3f}")
 
 
 def _static(texts: list[str], dup: np.ndarray, n: int) -> None:

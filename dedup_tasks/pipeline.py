@@ -441,6 +441,7 @@ def run_batch(
     handed_over = {"view": layer_view(prepared)}
     inputs = prepared.select([c for c in prepared.column_names if not c.startswith(PRIVATE_PREFIX)])
     del prepared  # from here on the input columns and the layers' view are all that is held
+    ctx.inputs = inputs
     # Not bound to a name here: once the first layer has copied its survivors, the full view is freed.
     survivors, drops, stats = run_layers(handed_over.pop("view"), ctx, on_layer)
     return finish_batch(inputs, survivors, drops, [prep_stats, *stats], ctx, started, started_at, on_layer)

@@ -15,11 +15,35 @@ near-miss path.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import numpy as np
 
 # Sentence ends: Latin ".!?;" before a space or the end, CJK full stops/marks anywhere, line breaks.
 _SPLIT = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|\n+")
+
+
+_FOLD = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def punctuated_text(title: str | None, content: str | None, near_text: str | None, max_chars: int = 2000) -> str:
+    """The text sentences are cut from: the document's own lines (title, then content), punctuation
+    kept, without the lines its near-duplicate view lost (site template lines).
+
+    ``_near_text`` is folded (lower case, punctuation to spaces), so the sentence splitter finds no
+    sentence end in it and cuts 120-character pieces at random places instead (sem19 measured the
+    aligned score on the planted crawl at en recall 0.27 against 0.61 on the same stories punctuated).
+    A raw line is kept when its folded form is in the view (``near_text`` None: every line)."""
+    kept, size = [], 0
+    for line in "\n".join(p for p in (title, content) if p).splitlines():
+        folded = _FOLD.sub(" ", unicodedata.normalize("NFKC", line).lower()).strip()
+        if folded and (near_text is None or folded in near_text):
+            kept.append(line.strip())
+            size += len(kept[-1]) + 1
+            if max_chars and size >= max_chars:
+                break
+    text = "\n".join(kept)
+    return text[:max_chars] if max_chars and max_chars > 0 else text
 
 
 def sentences(text: str, max_sentences: int = 8, max_chars: int = 120, min_chars: int = 4) -> list[str]:

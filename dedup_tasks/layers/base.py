@@ -65,6 +65,9 @@ class LayerContext:
     config: DedupConfig
     registry: Registry
     near_text: NearText | None = None
+    # The batch's input columns (title, content, ...) by ``_row``, when the caller holds them: the
+    # layers' view has only the folded ``_near_text``, and the aligned L4 score needs sentence ends.
+    inputs: pa.Table | None = None
     # Set by the commit: later batches whose copies of this batch's documents were retracted.
     stale: dict[str, int] = field(default_factory=dict)
 

@@ -110,6 +110,28 @@ class SemanticLayer(Layer):
         contents = sub.column("content").to_pylist() if "content" in sub.column_names else [None] * len(rows)
         return [document_text(t, c, self.config.embed_max_chars) for t, c in zip(titles, contents, strict=True)]
 
+    def _sentence_texts(self, batch: pa.Table, rows: np.ndarray, ctx: LayerContext | None = None) -> list[str]:
+        """Texts the aligned score cuts into sentences: raw lines, punctuation kept, template lines
+        out (``embed.aligned.punctuated_text``); the folded ``_near_text`` has no sentence ends.
+
+        The layers' view carries no input text: it comes from ``ctx.inputs`` by ``_row`` (a published
+        partition, prepared again, has its own). Without either, the folded view is all there is."""
+        from dedup_tasks.embed.aligned import punctuated_text
+
+        sub = batch.take(pa.array(rows, pa.int64()))
+        raw = sub
+        if "content" not in sub.column_names and ctx is not None and ctx.inputs is not None and "_row" in sub.column_names:
+            raw = ctx.inputs.take(sub.column("_row"))
+
+        def col(table: pa.Table, name: str) -> list:
+            return table.column(name).to_pylist() if name in table.column_names else [None] * len(rows)
+
+        if "content" not in raw.column_names and "title" not in raw.column_names:
+            return [t or "" for t in col(sub, "_near_text")]
+
+        return [punctuated_text(t, c, v, self.config.embed_max_chars)
+                for t, c, v in zip(col(raw, "title"), col(raw, "content"), col(sub, "_near_text"), strict=True)]
+
     def _vectors(
         self, store: EmbeddingStore, model_id: str, doc_ids: np.ndarray, batch_ids: np.ndarray, texts_of
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -142,8 +164,12 @@ class SemanticLayer(Layer):
         ok[todo] = True
         return ok, out
 
-    def _published_texts(self, ctx: LayerContext, doc_ids: np.ndarray, batch_ids: np.ndarray) -> list[str | None]:
-        """Texts of earlier batches' kept documents, read back from their published partitions."""
+    def _published_texts(
+        self, ctx: LayerContext, doc_ids: np.ndarray, batch_ids: np.ndarray, sentence_view: bool = False
+    ) -> list[str | None]:
+        """Texts of earlier batches' kept documents, read back from their published partitions
+        (``sentence_view``: as ``_sentence_texts`` gives them)."""
+        texts_of = self._sentence_texts if sentence_view else self._texts
         out: list[str | None] = [None] * len(doc_ids)
         for b in np.unique(batch_ids.astype(str)):
             idx = np.flatnonzero(batch_ids.astype(str) == b)
@@ -152,7 +178,7 @@ class SemanticLayer(Layer):
                 continue
             prepared, row_of = part
             rows = np.array([row_of.get(str(doc_ids[i]), -1) for i in idx], np.int64)
-            texts = self._texts(prepared, rows[rows >= 0]) if (rows >= 0).any() else []
+            texts = texts_of(prepared, rows[rows >= 0]) if (rows >= 0).any() else []
             for i, t in zip(idx[rows >= 0], texts, strict=True):
                 out[i] = t
         return out
@@ -445,13 +471,13 @@ class SemanticLayer(Layer):
         if not len(pairs):
             return cos
         started = time.perf_counter()
-        newer = self._texts(batch, sus_row[pairs])
+        newer = self._sentence_texts(batch, sus_row[pairs], ctx)
         earlier: list[str | None] = [None] * len(pairs)
         local = in_batch[pairs]
-        for i, t in zip(np.flatnonzero(local), self._texts(batch, cand_row[pairs[local]]), strict=True):
+        for i, t in zip(np.flatnonzero(local), self._sentence_texts(batch, cand_row[pairs[local]], ctx), strict=True):
             earlier[i] = t
         ext = np.flatnonzero(~local)
-        for i, t in zip(ext, self._published_texts(ctx, cand_doc[pairs[ext]], cand_batch[pairs[ext]]), strict=True):
+        for i, t in zip(ext, self._published_texts(ctx, cand_doc[pairs[ext]], cand_batch[pairs[ext]], sentence_view=True), strict=True):
             earlier[i] = t
         have = np.array([t is not None for t in earlier], bool)
         embedder = self._embedder()

@@ -30,3 +30,15 @@ def test_test_stories_are_the_held_out_files() -> None:
 
 def test_same_seed_same_stories() -> None:
     assert stories("dev", seed=3)["en"][:5] == stories("dev", seed=3)["en"][:5]
+
+
+def test_every_sentence_of_a_story_ends_so_a_sentence_splitter_finds_it() -> None:
+    from bench.reworded import _join
+    from dedup_tasks.embed.aligned import sentences
+
+    # Unpunctuated questions (most of AFQMC/ATEC/BQ) used to run together into one run of characters.
+    assert _join(["花呗怎么还款", "借呗利息是多少？", "怎么开通花呗"], "zh") == "花呗怎么还款。借呗利息是多少？怎么开通花呗。"
+    assert _join(["A plane is taking off", "A man plays.", ""], "en") == "A plane is taking off. A man plays."
+    for lang, k in (("zh", 6), ("en", 5)):
+        story = next(s for s in stories("dev")[lang] if s.dataset.endswith("_train"))
+        assert len(sentences(story.source)) >= k

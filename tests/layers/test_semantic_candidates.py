@@ -153,12 +153,21 @@ def test_sentence_transformers_runs_on_cuda_when_present() -> None:
 
 
 def test_aligned_confirmation_scores_sketch_pairs_by_their_sentences(fake) -> None:
-    from dedup_tasks.embed.aligned import aligned_scores
+    from dedup_tasks.embed.aligned import aligned_scores, sentences
 
     b0 = batch_of([STORY, UNRELATED, REWRITE], "a")
-    texts = b0.column("_near_text").to_pylist()
+    near = b0.column("_near_text").to_pylist()
+    # Sentences are cut from the punctuated lines, not from the folded view (which has no sentence end).
+    texts = SemanticLayer(config())._sentence_texts(b0, np.arange(3))
+    assert sentences(texts[2])[0] == REWRITE.split(". ")[0] + "."
+    assert not any(s.endswith(".") for s in sentences(near[2]))
+    # The pipeline hands the layers doc_id and private columns only: the text comes from ctx.inputs.
+    from dedup_tasks.pipeline import layer_view
+
+    ctx = LayerContext(B0, config(), MemoryRegistry(), inputs=b0.select(["title", "content"]))
+    assert SemanticLayer(config())._sentence_texts(layer_view(b0), np.arange(3), ctx) == texts
     expected = float(aligned_scores(FakeEmbedder().encode, [texts[2]], [texts[0]])[0])
-    head = FakeEmbedder().encode([texts[2], texts[0]])
+    head = FakeEmbedder().encode([near[2], near[0]])
     assert abs(expected - float(head[0] @ head[1])) > 0.01  # the two scores differ: the test can tell them apart
 
     def run(threshold: float):
