@@ -55,7 +55,7 @@ def test_migrations_are_numbered_and_migrate_is_idempotent(pg_dsn, fresh_schema,
         )
         # Migration 8: one row per document, a B-tree per lookup key and the primary key, nothing else.
         assert [r[0] for r in cur.fetchall()] == [
-            "documents_content_hi", "documents_pkey", "documents_simhash", "documents_url_key"
+            "documents_content_hi", "documents_seq", "documents_simhash", "documents_url_key"
         ]
 
 

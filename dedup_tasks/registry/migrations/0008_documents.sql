@@ -14,7 +14,7 @@
 --   doc_id       the document's id, once
 --   signature    the MinHash signature (bit-packed, _sigpack; NULL: no MinHash)
 --
--- B-trees only where a lookup needs one: (seq, tier) (the candidates' signature fetch by seq, reruns'
+-- B-trees only where a lookup needs one: seq (the candidates' signature fetch by seq, reruns'
 -- seq-range deletes, the URL filter's catch-up), url_key (URL lookup), content_hi (exact lookup) and
 -- simhash (the SimHash read is an index-only scan of it, and the confirm step probes it). Partial:
 -- rows without the fingerprint are not indexed. registered_at is dropped (nothing read it; the batch's
@@ -44,8 +44,7 @@ CREATE TABLE documents (
     tier         smallint NOT NULL DEFAULT 1,
     has_content  boolean NOT NULL,
     doc_id       text COLLATE "C" NOT NULL,
-    signature    bytea,
-    PRIMARY KEY (seq, tier)
+    signature    bytea
 ) PARTITION BY LIST (tier);
 CREATE TABLE documents_main PARTITION OF documents FOR VALUES IN (0);
 CREATE TABLE documents_recent PARTITION OF documents FOR VALUES IN (1);
@@ -75,6 +74,9 @@ ORDER BY d.seq;
 
 DROP TABLE url_keys, content_hashes, simhashes, minhash_signatures;
 
+-- seq alone, not a primary key: a partitioned table's unique index must include `tier` (10 more bytes
+-- an entry), and seq is unique by construction (registry_seq, handed out by commits under the lock).
+CREATE INDEX documents_seq ON documents (seq);
 CREATE INDEX documents_url_key ON documents (url_key) WHERE url_key IS NOT NULL;
 CREATE INDEX documents_content_hi ON documents (content_hi) WHERE has_content;
 CREATE INDEX documents_simhash ON documents (simhash) WHERE simhash IS NOT NULL;
