@@ -75,7 +75,7 @@ MAX_MAIN_RUNS = 4
 WHOLE_RUN_ENTRIES_PER_PROBE = 16
 # Order in which compaction moves each table's rows: its largest index's key, so that the main tier's
 # B-tree takes them leaf by leaf instead of at random.
-# documents: in seq order, its primary key's; its url_key, content and SimHash B-trees take the rows at
+# documents: in seq order (its seq index's); its url_key, content and SimHash B-trees take the rows at
 # random (one table, one order).
 _COMPACT_ORDER = {
     "documents": "seq",
@@ -426,7 +426,7 @@ class PostgresRegistry(Registry):
 
             def fetch(cur: Any, k: int) -> np.ndarray:
                 # Halves by the sign of the value: each reads half of the simhash index, without the
-                # heap (the documents rows are ~60x wider). `where` is applied in the confirm step,
+                # heap (a documents row is ~20x wider than its entry). `where` is applied in the confirm step,
                 # except for a selective one (the re-check's seq filter), which is cheaper to apply here.
                 half = "t.simhash < 0" if k == 0 else "t.simhash >= 0"
                 if not prefilter:
