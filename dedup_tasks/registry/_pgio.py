@@ -43,9 +43,10 @@ def encode_binary_copy(columns: Sequence[tuple[str, Any]]) -> bytes:
 def _encode_parts(columns: Sequence[tuple[str, Any]]) -> list[memoryview]:
     """Rows for `COPY ... FROM STDIN (FORMAT binary)`, built column-wise.
 
-    Each column is (kind, values): kind is int2/int4/int8/float8 (1-D numeric array), bytea (2-D uint8
-    array, one fixed-width value per row), text (sequence of str) or varbytea (pyarrow binary array). NULLs are not supported: the
-    registry's columns are all NOT NULL.
+    Each column is (kind, values): kind is bool/int2/int4/int8/float8 (1-D array), bytea (2-D uint8
+    array, one fixed-width value per row), text (sequence of str) or varbytea (pyarrow binary array).
+    NULLs only through the nullable kinds `int8?` ((values, valid mask)) and `varbytea?` (a pyarrow
+    binary array with nulls): they are written as variable-length fields, length -1 where NULL.
 
     A row is runs of fixed-width fields (numpy structured arrays, big-endian) separated by text values;
     pyarrow joins the runs row-wise in C, so no Python loop touches a row.
