@@ -101,16 +101,12 @@ def load(
     cur.execute(f'SET search_path TO "{schema}"')
     cur.execute("SET synchronous_commit = off")
     cur.execute(
-        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s AND indexname NOT LIKE '%%pkey'"
-        " AND tablename IN ('url_keys', 'content_hashes', 'simhashes', 'minhash_bands')",
-        (schema,),
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = 'documents'", (schema,)
     )
     indexes = cur.fetchall()
     for name, _ in indexes:
         cur.execute(f'DROP INDEX "{schema}"."{name}"')
-    # The signature table's primary key is dropped too and re-added after the load.
-    cur.execute("ALTER TABLE minhash_signatures DROP CONSTRAINT minhash_signatures_pkey")
-    tables = ("content_hashes", "url_keys", "simhashes", "minhash_signatures", "minhash_bands")
+    cur.execute("SET maintenance_work_mem = '2GB'")
     conn.commit()
 
     rng = np.random.default_rng(seed)
@@ -124,9 +120,6 @@ def load(
         n = stop - start
         # tier 0 rows are COPYed into the main partitions directly; tier 1 through the parent.
         tier = 0 if start < main_docs else 1
-        target = {t: f"{t}_main" if tier == 0 else t for t in tables}
-        tier_col = [("int2", np.zeros(n, np.int16))] if tier == 0 else []
-        tier_name = ["tier"] if tier == 0 else []
         g0 = time.perf_counter()
         data = synthetic(rng, n, hasher)
         seq = np.arange(start + 1, start + n + 1, dtype=np.int64)
@@ -141,51 +134,29 @@ def load(
 
         c0 = time.perf_counter()
         u = u64_to_i64
+        ords = []
+        for b in batch:
+            cur.execute(
+                "INSERT INTO registry_batches (batch_id) VALUES (%s) ON CONFLICT (batch_id) DO NOTHING", (str(b),)
+            )
+            cur.execute("SELECT ord FROM registry_batches WHERE batch_id = %s", (str(b),))
+            ords.append(cur.fetchone()[0])
+        # Schema 8: one documents row per document (the signature raw, 512 bytes, as before).
         copy_in(
             cur,
-            target["content_hashes"],
-            ["seq", "content_hi", "content_lo", "batch_id", "doc_id", *tier_name],
-            [
-                ("int8", seq),
-                ("int8", u(data["content"][:, 0])),
-                ("int8", u(data["content"][:, 1])),
-                ("text", batch_ids),
-                ("text", doc_ids),
-                *tier_col,
-            ],
-        )
-        copy_in(
-            cur,
-            target["url_keys"],
-            ["seq", "url_key", "content_hi", "content_lo", "batch_id", "doc_id", *tier_name],
+            "documents_main" if tier == 0 else "documents_recent",
+            ["seq", "url_key", "content_hi", "content_lo", "simhash", "batch_ord", "tier", "has_content", "doc_id", "signature"],
             [
                 ("int8", seq),
                 ("int8", u(data["url"])),
                 ("int8", u(data["content"][:, 0])),
                 ("int8", u(data["content"][:, 1])),
-                ("text", batch_ids),
-                ("text", doc_ids),
-                *tier_col,
-            ],
-        )
-        copy_in(
-            cur,
-            target["simhashes"],
-            ["seq", "simhash", "band0", "band1", "band2", "band3", "batch_id", "doc_id", *tier_name],
-            [("int8", seq), ("int8", u(data["simhash"]))]
-            + [("int2", b) for b in _bands16(data["simhash"])]
-            + [("text", batch_ids), ("text", doc_ids), *tier_col],
-        )
-        copy_in(
-            cur,
-            target["minhash_signatures"],
-            ["seq", "batch_id", "doc_id", "signature", *tier_name],
-            [
-                ("int8", seq),
-                ("text", batch_ids),
+                ("int8", u(data["simhash"])),
+                ("int4", np.array(ords, np.int32)[batch_idx - batch_idx[0]]),
+                ("int2", np.full(n, tier, np.int16)),
+                ("bool", np.ones(n, bool)),
                 ("text", doc_ids),
                 ("bytea", data["sig"].astype("<u4").view(np.uint8)),
-                *tier_col,
             ],
         )
         if tier == 0:
@@ -224,9 +195,9 @@ def load(
     for b in range(n_batches):
         lo, hi = b * BATCH_DOCS + 1, min(docs, (b + 1) * BATCH_DOCS)
         cur.execute(
-            "INSERT INTO registry_batches (batch_id, snapshot_seq, began_at, seq_lo, seq_hi, registered, committed_at)"
-            " VALUES (%s, %s, now(), %s, %s, %s, now())",
-            (batch_id_of(b), lo - 1, lo, hi, hi - lo + 1),
+            "UPDATE registry_batches SET snapshot_seq = %s, began_at = now(), seq_lo = %s, seq_hi = %s, registered = %s,"
+            " committed_at = now() WHERE batch_id = %s",
+            (lo - 1, lo, hi, hi - lo + 1, batch_id_of(b)),
         )
     cur.execute("SELECT setval('registry_seq', %s)", (docs,))
     conn.commit()
@@ -234,7 +205,6 @@ def load(
     i0 = time.perf_counter()
     conn.autocommit = True
     cur.execute("SET maintenance_work_mem = '2GB'")
-    cur.execute("ALTER TABLE minhash_signatures ADD PRIMARY KEY (seq, tier)")
     for name, definition in indexes:
         t = time.perf_counter()
         # pg_indexes shows a partitioned index as "ON ONLY parent"; without ONLY it is built on every tier.
@@ -242,7 +212,7 @@ def load(
         log(f"index {name}: {time.perf_counter() - t:.0f} s")
     timings["indexes"] = time.perf_counter() - i0
     v0 = time.perf_counter()
-    for table in (*tables[:-1], "minhash_bands_recent", "minhash_bands_main"):
+    for table in ("documents", "minhash_bands_recent", "minhash_bands_main"):
         cur.execute(f"VACUUM (ANALYZE) {table}")
     timings["vacuum_analyze"] = time.perf_counter() - v0
     conn.autocommit = False
@@ -445,7 +415,7 @@ def _run(args: argparse.Namespace, dsn: str, result: dict[str, Any], log: Any) -
     sample_path = args.root / f"{args.schema}-sample.npz"
     loaded_docs = 0
     if args.reuse:
-        cur.execute("SELECT to_regclass(%s)", (f'"{args.schema}".content_hashes',))
+        cur.execute("SELECT to_regclass(%s)", (f'"{args.schema}".documents',))
         if cur.fetchone()[0] is not None:
             cur.execute(
                 f'SELECT coalesce(max(seq_hi), 0) FROM "{args.schema}".registry_batches WHERE batch_id < %s',
@@ -464,8 +434,7 @@ def _run(args: argparse.Namespace, dsn: str, result: dict[str, Any], log: Any) -
             (batch_id_of(TIMED_INDEX - 1),),
         )
         for lo, hi in cur.fetchall():
-            for table in ("url_keys", "content_hashes", "simhashes", "minhash_signatures"):
-                cur.execute(f'DELETE FROM "{args.schema}".{table} WHERE seq BETWEEN %s AND %s', (lo, hi))
+            cur.execute(f'DELETE FROM "{args.schema}".documents WHERE seq BETWEEN %s AND %s', (lo, hi))
         cur.execute(
             f'DELETE FROM "{args.schema}".minhash_bands_recent WHERE batch_id >= %s', (batch_id_of(TIMED_INDEX - 1),)
         )

@@ -5,7 +5,8 @@
                              [--keep] [--resume] [--load-only]
 
 For each size N (ascending, the registry grows from one to the next): loads the documents' MinHash
-signatures (128 x uint32, what the verifier reads) into minhash_signatures_main and writes the main
+signatures (128 x uint32, what the verifier reads) into documents_main (schema 8: with random URL keys,
+content hashes and SimHashes, every layer of a crawled page) and writes the main
 tier's band keys (42 bands of 3 rows, the configured LSH) directly as one run of blocks, shard by
 shard, with numpy-generated keys: uniformly random 64-bit keys, each naming a random registered
 document (42 per document on average), plus the real band keys of a 40,000-document sample whose
@@ -18,11 +19,12 @@ near-copies the timed batches plant. Then times, against N registered documents:
   before each hour after the first (`PostgresRegistry.compact`, as the maintenance DAG does hourly), so
   the later hours probe the main tier of several runs (the steady state);
 
-and reports bytes per document of the band blocks and the signatures, and the recent tier the hour
+and reports bytes per document of the band blocks and the documents rows (and of each documents index),
+and the recent tier the hour
 left (schema 7: one run of whole keys per commit). The recent tier and the timed batches are removed
 before the next size, so each size starts from the same state. --load-only loads the sizes and times
-nothing; a later --resume run with the same seed times a size already loaded without reloading it. URL, exact and
-SimHash lookups are not part of this run (their tables are not loaded; see docs/registry.md).
+nothing; a later --resume run with the same seed times a size already loaded without reloading it. With
+--all-layers each batch also runs the URL, exact and SimHash lookups (of new keys: no hits).
 Writes bench/results/registry-blocks.json.
 """
 
@@ -76,29 +78,53 @@ def signatures_like_documents(rng: np.random.Generator, n: int) -> np.ndarray:
     return minima(rng, counts, (n, NUM_PERM))
 
 
+def batch_ords(cur: Any, first: int, last: int) -> np.ndarray:
+    """registry_batches.ord of the loaded batches first..last (100k documents each), created if missing."""
+    for b in range(first, last + 1):
+        cur.execute(
+            "INSERT INTO registry_batches (batch_id) VALUES (%s) ON CONFLICT (batch_id) DO NOTHING", (batch_id_of(b),)
+        )
+    cur.execute(
+        "SELECT batch_id, ord FROM registry_batches WHERE batch_id >= %s AND batch_id <= %s",
+        (batch_id_of(first), batch_id_of(last)),
+    )
+    ord_of = dict(cur.fetchall())
+    return np.array([ord_of[batch_id_of(b)] for b in range(first, last + 1)], np.int32)
+
+
+def write_documents(cur: Any, seq: np.ndarray, sig: np.ndarray, rng: np.random.Generator) -> None:
+    """documents rows (schema 8) of seq: the signatures given, random URL keys, content hashes and
+    SimHashes (every layer present, as for a crawled page), batch = 100k documents by seq."""
+    n = len(seq)
+    batch = (seq - 1) // 100_000
+    ords = batch_ords(cur, int(batch[0]), int(batch[-1]))
+    copy_in(
+        cur,
+        "documents_main",
+        ["seq", "url_key", "content_hi", "content_lo", "simhash", "batch_ord", "tier", "has_content", "doc_id", "signature"],
+        [
+            ("int8", seq),
+            ("int8", rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)),
+            ("int8", rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)),
+            ("int8", rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)),
+            ("int8", rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)),
+            ("int4", ords[batch - batch[0]]),
+            ("int2", np.zeros(n, np.int16)),
+            ("bool", np.ones(n, bool)),
+            ("text", np.char.add("doc-", seq.astype(str)).astype(object)),
+            ("varbytea", _sigpack.pack(sig)),
+        ],
+    )
+
+
 def load_signatures(cur: Any, lo: int, hi: int, rng: np.random.Generator, log: Any) -> None:
-    """Signature rows for seq lo..hi-1 (doc ids and batch ids as the pipeline writes them)."""
+    """documents rows for seq lo..hi-1 (doc ids and batches as the pipeline writes them)."""
     for start in range(lo, hi, CHUNK):
         stop = min(hi, start + CHUNK)
-        n = stop - start
         seq = np.arange(start, stop, dtype=np.int64)
-        sig = signatures_like_documents(rng, n)
-        batch = (seq - 1) // 100_000
-        names = np.array([batch_id_of(b) for b in range(int(batch[0]), int(batch[-1]) + 1)], dtype=object)
-        copy_in(
-            cur,
-            "minhash_signatures_main",
-            ["seq", "batch_id", "doc_id", "signature", "tier"],
-            [
-                ("int8", seq),
-                ("text", names[batch - batch[0]]),
-                ("text", np.char.add("doc-", seq.astype(str)).astype(object)),
-                ("varbytea", _sigpack.pack(sig)),
-                ("int2", np.zeros(n, np.int16)),
-            ],
-        )
+        write_documents(cur, seq, signatures_like_documents(rng, stop - start), rng)
         cur.connection.commit()
-        log(f"signatures {stop - 1:,}")
+        log(f"documents {stop - 1:,}")
 
 
 def write_band_run(cur: Any, docs: int, sample_keys: np.ndarray, rng: np.random.Generator, log: Any) -> dict[str, Any]:
@@ -174,11 +200,26 @@ def timed_batch(
     return fp, planted
 
 
-def run_batch(registry: PostgresRegistry, batch_id: str, fp: Fingerprints, planted: int) -> dict[str, Any]:
+def run_batch(
+    registry: PostgresRegistry, batch_id: str, fp: Fingerprints, planted: int, all_layers: bool = False
+) -> dict[str, Any]:
     t0 = time.perf_counter()
     registry.begin(batch_id)
+    seconds: dict[str, float] = {}
+    if all_layers:
+        # The other three lookups of the cascade (their keys are new: no hits, the lookup's cost).
+        for name, call in (
+            ("url", lambda: registry.lookup_urls(batch_id, fp.url_key)),
+            ("exact", lambda: registry.lookup_content(batch_id, fp.content_hash)),
+            ("simhash", lambda: registry.simhash_candidates(batch_id, fp.simhash, 12)),
+        ):
+            t = time.perf_counter()
+            call()
+            seconds[name] = time.perf_counter() - t
+    t = time.perf_counter()
     m = registry.minhash_candidates(batch_id, fp.minhash_bands)
     t1 = time.perf_counter()
+    seconds["minhash"] = t1 - t
     jac = (m.payload["minhash"] == fp.minhash[m.query]).mean(axis=1) if len(m) else np.empty(0)
     found = np.unique(m.query[jac >= 0.5])
     kept = np.setdiff1d(np.arange(len(fp)), found)
@@ -191,6 +232,7 @@ def run_batch(registry: PostgresRegistry, batch_id: str, fp: Fingerprints, plant
         "false_candidates": int((jac < 0.5).sum()),
         "registered": result.registered,
         "lookup_seconds": t1 - t0,
+        "lookup_seconds_by_layer": seconds,
         "commit_seconds": t2 - t1,
         "commit_stages": dict(registry.last_commit_seconds),
     }
@@ -200,19 +242,15 @@ def reset_recent(cur: Any, docs: int) -> None:
     """Back to the loaded state: no recent tier, no timed batches (nor their compacted main-tier rows)."""
     cur.execute("DELETE FROM minhash_bands_main WHERE run <> 1")
     cur.execute("DELETE FROM minhash_band_runs WHERE run <> 1")
-    for table in ("url_keys", "content_hashes", "simhashes", "minhash_signatures"):
-        cur.execute(f"DELETE FROM {table}_main WHERE seq > %s", (docs,))
-    cur.execute(
-        "TRUNCATE url_keys_recent, content_hashes_recent, simhashes_recent, minhash_signatures_recent,"
-        " minhash_bands_recent, registry_stale"
-    )
+    cur.execute("DELETE FROM documents_main WHERE seq > %s", (docs,))
+    cur.execute("TRUNCATE documents_recent, minhash_bands_recent, registry_stale")
     cur.execute("DELETE FROM registry_batches WHERE batch_id >= %s", (batch_id_of(10**6),))
     cur.connection.commit()
 
 
 def sizes(cur: Any) -> dict[str, Any]:
     out = {}
-    for name, rel in (("band_blocks", "minhash_bands_main"), ("signatures", "minhash_signatures_main")):
+    for name, rel in (("band_blocks", "minhash_bands_main"), ("documents", "documents_main")):
         cur.execute(
             "SELECT sum(pg_total_relation_size(relid))::bigint, sum(pg_relation_size(relid))::bigint,"
             " sum(pg_indexes_size(relid))::bigint FROM pg_partition_tree(%s::regclass)",
@@ -220,6 +258,13 @@ def sizes(cur: Any) -> dict[str, Any]:
         )
         total, heap, idx = cur.fetchone()
         out[name] = {"bytes": int(total), "heap_bytes": int(heap), "index_bytes": int(idx or 0)}
+    # Each index of the documents (what a layer's lookup key costs).
+    cur.execute(
+        "SELECT c.relname, pg_relation_size(c.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " WHERE i.indrelid = 'documents_main'::regclass ORDER BY 1"
+    )
+    for index, size in cur.fetchall():
+        out[f"index {index}"] = {"bytes": int(size)}
     return out
 
 
@@ -256,7 +301,7 @@ def time_hour(
                 hour = []
                 for b in range(args.hour_batches):
                     fp, planted = timed_batch(rng, args.batch, b + 1, sample_sig, hasher)
-                    r = run_batch(registry, batch_id_of(10**6 + h * args.hour_batches + b), fp, planted)
+                    r = run_batch(registry, batch_id_of(10**6 + h * args.hour_batches + b), fp, planted, args.all_layers)
                     r["load_average"] = os.getloadavg()
                     hour.append(r)
                     log(f"{docs:,}: hour {h} batch {b}: lookup {r['lookup_seconds']:.1f} s, commit {r['commit_seconds']:.1f} s,"
@@ -303,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="grow a schema kept by an earlier --keep run")
     parser.add_argument("--out", type=Path, default=RESULTS / "registry-blocks.json")
     parser.add_argument("--load-only", action="store_true", help="load the sizes (for a later --resume), time nothing")
+    parser.add_argument("--all-layers", action="store_true",
+                        help="each batch also runs the URL, exact and SimHash lookups (the whole cascade's registry work)")
     args = parser.parse_args(argv)
     curve = [int(x) for x in args.curve.split(",")]
 
@@ -333,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     sample_sig = signatures_like_documents(rng, SAMPLE)
     sample_keys = hasher.band_keys(sample_sig)
     # --resume: continue from the documents a kept run loaded (same seed: the same sample).
-    cur.execute("SELECT coalesce(max(seq), 0) FROM minhash_signatures_main")
+    cur.execute("SELECT coalesce(max(seq), 0) FROM documents_main")
     loaded = int(cur.fetchone()[0])
     conn.commit()
     for docs in curve:
@@ -354,19 +401,19 @@ def main(argv: list[str] | None = None) -> int:
             args.out.write_text(json.dumps(result, indent=2, default=float))
             continue
         if loaded == 0:
-            copy_in(
-                cur,
-                "minhash_signatures_main",
-                ["seq", "batch_id", "doc_id", "signature", "tier"],
-                [("int8", np.arange(1, SAMPLE + 1, dtype=np.int64)), ("text", np.full(SAMPLE, batch_id_of(0), dtype=object)),
-                 ("text", np.char.add("doc-", np.arange(1, SAMPLE + 1).astype(str)).astype(object)),
-                 ("varbytea", _sigpack.pack(sample_sig)), ("int2", np.zeros(SAMPLE, np.int16))],
-            )  # fmt: skip
+            write_documents(cur, np.arange(1, SAMPLE + 1, dtype=np.int64), sample_sig, np.random.default_rng([args.seed, 1]))
             loaded = SAMPLE
-        # Signatures on a second connection while this one writes the band blocks (two server processes).
+        # Documents on a second connection while this one writes the band blocks (two server processes);
+        # their indexes are built after the load.
         conn.commit()
         conn.autocommit = True
-        cur.execute("ALTER TABLE minhash_signatures DROP CONSTRAINT IF EXISTS minhash_signatures_pkey")
+        cur.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = 'documents'",
+            (args.schema,),
+        )
+        doc_indexes = cur.fetchall()
+        for name, _ in doc_indexes:
+            cur.execute(f'DROP INDEX "{args.schema}"."{name}"')
         conn.autocommit = False
         sig_rng = np.random.default_rng([args.seed, docs])
         errors: list[BaseException] = []
@@ -392,18 +439,21 @@ def main(argv: list[str] | None = None) -> int:
         step["signature_and_block_load_seconds"] = time.perf_counter() - t0
         conn.autocommit = True
         cur.execute("SET maintenance_work_mem = '1GB'")
-        cur.execute("ALTER TABLE minhash_signatures ADD PRIMARY KEY (seq, tier)")
+        for _, definition in doc_indexes:
+            # pg_indexes shows a partitioned index as "ON ONLY parent"; without ONLY it is built on every tier.
+            cur.execute(definition.replace(" ON ONLY ", " ON "))
         conn.autocommit = False
         conn.autocommit = True
-        for table in ("minhash_signatures_main", "minhash_bands_main"):
+        for table in ("documents_main", "minhash_bands_main"):
             cur.execute(f"VACUUM (ANALYZE) {table}")
         cur.execute("CHECKPOINT")
         conn.autocommit = False
-        cur.execute(
-            "INSERT INTO registry_batches (batch_id, snapshot_seq, seq_lo, seq_hi, registered) VALUES (%s, %s, 1, %s, %s)"
-            " ON CONFLICT (batch_id) DO UPDATE SET seq_hi = EXCLUDED.seq_hi, registered = EXCLUDED.registered",
-            (batch_id_of(0), 0, docs, docs),
-        )
+        for b in range((docs + 99_999) // 100_000):
+            lo, hi = b * 100_000 + 1, min(docs, (b + 1) * 100_000)
+            cur.execute(
+                "UPDATE registry_batches SET snapshot_seq = %s, seq_lo = %s, seq_hi = %s, registered = %s WHERE batch_id = %s",
+                (lo - 1, lo, hi, hi - lo + 1, batch_id_of(b)),
+            )
         cur.execute("SELECT setval('registry_seq', %s)", (docs,))
         conn.commit()
         step["load_seconds"] = time.perf_counter() - t0

@@ -18,7 +18,7 @@ import pyarrow.csv as pacsv
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big")
 _COPY_TRAILER = (-1).to_bytes(2, "big", signed=True)
 
-_FIXED = {"int2": ">i2", "int4": ">i4", "int8": ">i8", "float8": ">f8"}
+_FIXED = {"bool": "?", "int2": ">i2", "int4": ">i4", "int8": ">i8", "float8": ">f8"}
 
 
 def u64_to_i64(values: np.ndarray) -> np.ndarray:
@@ -43,9 +43,10 @@ def encode_binary_copy(columns: Sequence[tuple[str, Any]]) -> bytes:
 def _encode_parts(columns: Sequence[tuple[str, Any]]) -> list[memoryview]:
     """Rows for `COPY ... FROM STDIN (FORMAT binary)`, built column-wise.
 
-    Each column is (kind, values): kind is int2/int4/int8/float8 (1-D numeric array), bytea (2-D uint8
-    array, one fixed-width value per row), text (sequence of str) or varbytea (pyarrow binary array). NULLs are not supported: the
-    registry's columns are all NOT NULL.
+    Each column is (kind, values): kind is bool/int2/int4/int8/float8 (1-D array), bytea (2-D uint8
+    array, one fixed-width value per row), text (sequence of str) or varbytea (pyarrow binary array).
+    NULLs only through the nullable kinds `int8?` ((values, valid mask)) and `varbytea?` (a pyarrow
+    binary array with nulls): they are written as variable-length fields, length -1 where NULL.
 
     A row is runs of fixed-width fields (numpy structured arrays, big-endian) separated by text values;
     pyarrow joins the runs row-wise in C, so no Python loop touches a row.
@@ -64,6 +65,11 @@ def _encode_parts(columns: Sequence[tuple[str, Any]]) -> list[memoryview]:
         pieces.append(run)
 
     for j, (kind, column) in enumerate(columns):
+        if kind.endswith("?"):
+            # Nullable: written as a variable-length field (length -1 where NULL).
+            kind, column, nulls = _nullable(kind[:-1], column)
+        else:
+            nulls = None
         if len(column) != n:
             raise ValueError("columns differ in length")
         if kind in _FIXED:
@@ -86,7 +92,8 @@ def _encode_parts(columns: Sequence[tuple[str, Any]]) -> list[memoryview]:
             if arr.null_count:
                 raise ValueError(f"{kind} column contains nulls")
             fields.append((f"l{j}", ">i4"))
-            values[f"l{j}"] = pc.binary_length(arr).to_numpy(zero_copy_only=False)
+            lengths = pc.binary_length(arr).to_numpy(zero_copy_only=False)
+            values[f"l{j}"] = lengths if nulls is None else np.where(nulls, -1, lengths)
             close_run()
             pieces.append(arr.cast(pa.large_binary()))
             fields, values = [], {}
@@ -112,6 +119,28 @@ def _encode_parts(columns: Sequence[tuple[str, Any]]) -> list[memoryview]:
         offsets = np.frombuffer(joined.buffers()[1], np.int64)
         body = memoryview(joined.buffers()[2])[offsets[0] : offsets[n]]
     return [memoryview(_COPY_HEADER), body, memoryview(_COPY_TRAILER)]
+
+
+def _nullable(kind: str, column: Any) -> tuple[str, pa.Array, np.ndarray]:
+    """A nullable column as (varbytea, values with NULLs as empty, NULL mask).
+
+    kind int8 takes (values, valid mask); varbytea a pyarrow binary array with nulls.
+    """
+    if kind == "int8":
+        values, valid = column
+        valid = np.asarray(valid, bool)
+        data = np.ascontiguousarray(np.asarray(values)[valid], dtype=">i8")
+        offsets = np.zeros(len(valid) + 1, np.int64)
+        np.cumsum(np.where(valid, 8, 0), out=offsets[1:])
+        arr = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), len(valid), [None, pa.py_buffer(offsets), pa.py_buffer(data.view(np.uint8))]
+        )
+        return "varbytea", arr, ~valid
+    if kind == "varbytea":
+        arr = column.cast(pa.large_binary())
+        nulls = arr.is_null().to_numpy(zero_copy_only=False)
+        return "varbytea", pc.fill_null(arr, pa.scalar(b"", pa.large_binary())), nulls
+    raise ValueError(f"unsupported nullable column kind {kind!r}")
 
 
 class _PartsReader:

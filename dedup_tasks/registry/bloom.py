@@ -246,7 +246,7 @@ def catch_up(cur: Any, persisted: PersistedBloom) -> int:
     while start < upper:
         stop = min(start + _SCAN_STEP, upper)
         rows = copy_out_int8(
-            cur, "SELECT seq, url_key FROM url_keys WHERE seq > %s AND seq <= %s", (start, stop), 2
+            cur, "SELECT seq, url_key FROM documents WHERE seq > %s AND seq <= %s AND url_key IS NOT NULL", (start, stop), 2
         )
         if len(rows):
             persisted.bloom.add(rows[:, 1].view(np.uint64))

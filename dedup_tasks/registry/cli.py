@@ -133,7 +133,7 @@ def db_main(argv: list[str]) -> int:
                 registry = PostgresRegistry(dsn, schema=args.schema)
                 stack.callback(registry.close)
                 done = registry.compact(min_docs=args.min_docs)
-                moved = done["moved"].get("content_hashes", 0)
+                moved = done["moved"].get("documents", 0)
                 steps = ", ".join(f"{name} {sec:.1f} s" for name, sec in done["steps"].items())
                 print(f"compacted: {moved} documents moved to the main tier in {done['seconds']:.1f} s ({steps})")
                 return 0

@@ -47,7 +47,6 @@ from dedup_tasks.registry._pgio import (
     hex_to_binary,
     i64_to_u64,
     text_column,
-    u16_to_i16,
     u64_to_i64,
 )
 from dedup_tasks.registry.base import CommitResult, Fingerprints, Matches, Registry
@@ -56,7 +55,10 @@ from dedup_tasks.registry.migrate import DEFAULT_SCHEMA, advisory_key, check_ver
 log = logging.getLogger(__name__)
 
 LAYERS = ("url", "exact", "simhash", "minhash")
-TABLES = ("url_keys", "content_hashes", "simhashes", "minhash_signatures", "minhash_bands")
+# Since schema 8 one `documents` row per registered document holds its URL key, content hash, SimHash
+# and MinHash signature (migration 0008; url_keys, content_hashes, simhashes and minhash_signatures are
+# views of it).
+TABLES = ("documents", "minhash_bands")
 # What a lookup reads besides TABLES: the main tier's band blocks and their runs (migration 0005).
 # Since schema 7 `minhash_bands` is a view of the recent tier's keys (minhash_bands_recent: one run of
 # whole keys per commit, _bandblocks.recent_rows); `{table}_recent` and `{table}_main` are tables for
@@ -73,13 +75,15 @@ MAX_MAIN_RUNS = 4
 WHOLE_RUN_ENTRIES_PER_PROBE = 16
 # Order in which compaction moves each table's rows: its largest index's key, so that the main tier's
 # B-tree takes them leaf by leaf instead of at random.
+# documents: in seq order (its seq index's); its url_key, content and SimHash B-trees take the rows at
+# random (one table, one order).
 _COMPACT_ORDER = {
-    "url_keys": "url_key",
-    "content_hashes": "content_hi",
-    "simhashes": "band0, simhash",
-    "minhash_signatures": "seq",
+    "documents": "seq",
     "minhash_bands": "bucket",  # rewritten into blocks: _compact_bands
 }
+# Registered rows `t` (documents) are read with their batch `b` (registry_batches, on its ord): the
+# lookups' filters and outputs name b.batch_id.
+_WITH_BATCH = "JOIN registry_batches b ON b.ord = t.batch_ord"
 
 # Planner settings for the lookup joins: a probe table of 1e5..2e6 keys against tables of 1e7..1e8
 # rows. JIT compilation would add seconds to each big join and buys nothing for index probes.
@@ -300,7 +304,7 @@ class PostgresRegistry(Registry):
                 self.stats["bloom_skipped"] += len(keys) - len(probe)
             if len(probe) == 0:
                 return _empty("url", self.num_perm)
-            m = self._url_matches(cur, keys[probe], "t.batch_id < %(batch)s", {"batch": batch_id})
+            m = self._url_matches(cur, keys[probe], "b.batch_id < %(batch)s", {"batch": batch_id})
         m.query = probe[m.query]
         return m
 
@@ -308,7 +312,7 @@ class PostgresRegistry(Registry):
         hashes = np.ascontiguousarray(content_hash, dtype=np.uint64).reshape(-1, 2)
         self._ensure_begun(batch_id)
         with self._transaction(repeatable_read=True) as cur:
-            return self._content_matches(cur, hashes, "t.batch_id < %(batch)s", {"batch": batch_id})
+            return self._content_matches(cur, hashes, "b.batch_id < %(batch)s", {"batch": batch_id})
 
     def simhash_candidates(
         self, batch_id: str, simhash: np.ndarray, max_distance: int | None = None
@@ -318,7 +322,7 @@ class PostgresRegistry(Registry):
         distance = self.simhash_max_distance if max_distance is None else max_distance
         self._ensure_begun(batch_id)
         return self._simhash_matches(
-            self._lookup_runner(), values, "t.batch_id < %(batch)s", {"batch": batch_id}, distance
+            self._lookup_runner(), values, "b.batch_id < %(batch)s", {"batch": batch_id}, distance
         )
 
     def minhash_candidates(self, batch_id: str, band_keys: np.ndarray) -> Matches:
@@ -326,11 +330,12 @@ class PostgresRegistry(Registry):
         keys = keys.reshape(len(keys), -1) if keys.ndim != 2 else keys
         self._ensure_begun(batch_id)
         return self._minhash_matches(
-            self._lookup_runner(), keys, "t.batch_id < %(batch)s", {"batch": batch_id}, "r.batch_id < %(batch)s"
+            self._lookup_runner(), keys, "b.batch_id < %(batch)s", {"batch": batch_id}, "r.batch_id < %(batch)s"
         )
 
-    # The *_matches helpers answer for arbitrary row filters `where` on the registered rows (alias t):
-    # "t.batch_id < batch" for lookups, "t.seq > snapshot AND t.batch_id <> batch" for the re-check.
+    # The *_matches helpers answer for arbitrary row filters `where` on the registered rows (alias t,
+    # documents) and their batch (alias b, registry_batches): "b.batch_id < batch" for lookups,
+    # "t.seq > snapshot AND b.batch_id < batch" (or "b.batch_id > batch") for the commit's re-checks.
 
     def _url_matches(self, cur: Any, keys: np.ndarray, where: str, params: dict[str, Any]) -> Matches:
         uniq, inv = np.unique(keys, return_inverse=True)
@@ -341,8 +346,8 @@ class PostgresRegistry(Registry):
         cur.execute("ANALYZE _probe_url")
         res = copy_out_table(
             cur,
-            "SELECT p.u, t.doc_id, t.batch_id, t.content_hi, t.content_lo"
-            f" FROM _probe_url p JOIN url_keys t ON t.url_key = p.k WHERE {where}",
+            "SELECT p.u, t.doc_id, b.batch_id, t.content_hi, t.content_lo"
+            f" FROM _probe_url p JOIN documents t ON t.url_key = p.k {_WITH_BATCH} WHERE {where}",
             params,
             [
                 ("u", pa.int64()),
@@ -380,8 +385,8 @@ class PostgresRegistry(Registry):
         cur.execute("ANALYZE _probe_content")
         res = copy_out_table(
             cur,
-            "SELECT p.u, t.doc_id, t.batch_id FROM _probe_content p JOIN content_hashes t"
-            f" ON t.content_hi = p.hi AND t.content_lo = p.lo WHERE {where}",
+            "SELECT p.u, t.doc_id, b.batch_id FROM _probe_content p JOIN documents t"
+            f" ON t.content_hi = p.hi AND t.content_lo = p.lo AND t.has_content {_WITH_BATCH} WHERE {where}",
             params,
             [("u", pa.int64()), ("doc_id", pa.string()), ("batch_id", pa.string())],
         )
@@ -401,9 +406,9 @@ class PostgresRegistry(Registry):
         """Band-sharing rows (within max_distance when given) of the registered rows matching `where`.
 
         Three steps: (1) the registered SimHash values (8 bytes each) are read with one binary COPY,
-        in two halves on two connections; (2) the band join and the distance test run in memory
-        (_bandjoin, exact); (3) the (query, value) pairs found are COPYed back and joined to their
-        rows through the (band0, simhash) index, with `where` applied. Step 1 reads every registered
+        in two halves on two connections (an index-only scan of documents' simhash index); (2) the
+        band join and the distance test run in memory (_bandjoin, exact); (3) the (query, value) pairs
+        found are COPYed back and joined to their rows through that index, with `where` applied. Step 1 reads every registered
         value, but a batch of 1e5 queries touches ~80% of the 65536 values of each band anyway, so
         the band indexes would read every row about six times.
         """
@@ -420,17 +425,15 @@ class PostgresRegistry(Registry):
         else:
 
             def fetch(cur: Any, k: int) -> np.ndarray:
-                # Halves by the sign of band0: each reads half of the (band0, simhash) index, without
-                # the heap (3x smaller). `where` is applied in the confirm step, except for a
-                # selective one (the re-check's seq filter), which is cheaper to apply here.
-                half = "t.band0 < 0" if k == 0 else "t.band0 >= 0"
+                # Halves by the sign of the value: each reads half of the simhash index, without the
+                # heap (a documents row is ~20x wider than its entry). `where` is applied in the confirm step,
+                # except for a selective one (the re-check's seq filter), which is cheaper to apply here.
+                half = "t.simhash < 0" if k == 0 else "t.simhash >= 0"
                 if not prefilter:
                     cur.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off")
+                    return copy_out_int8(cur, f"SELECT t.simhash FROM documents t WHERE {half}", None, 1)
                 return copy_out_int8(
-                    cur,
-                    f"SELECT t.simhash FROM simhashes t WHERE {half}" + (f" AND {where}" if prefilter else ""),
-                    params,
-                    1,
+                    cur, f"SELECT t.simhash FROM documents t {_WITH_BATCH} WHERE {half} AND {where}", params, 1
                 )
 
             t0 = time.perf_counter()
@@ -448,9 +451,8 @@ class PostgresRegistry(Registry):
                 cur.execute("ANALYZE _probe_sim")
                 return copy_out_table(
                     cur,
-                    "SELECT c.u, t.seq, t.doc_id, t.batch_id, t.simhash FROM _probe_sim c JOIN simhashes t"
-                    " ON t.band0 = (((c.s & 65535) # 32768) - 32768)::int2 AND t.simhash = c.s"
-                    f" WHERE {where}",
+                    "SELECT c.u, t.seq, t.doc_id, b.batch_id, t.simhash FROM _probe_sim c JOIN documents t"
+                    f" ON t.simhash = c.s {_WITH_BATCH} WHERE {where}",
                     params,
                     schema,
                 )
@@ -477,9 +479,9 @@ class PostgresRegistry(Registry):
         r matching `recent_where`, a superset of `where` on their batch), read whole with one COPY
         and joined in memory with every query's keys (exact on 64 bits); (2) for half of the distinct
         queries, the main tier's blocks, one per run and key (_bandblocks), compared in memory;
-        (3) the (query, seq) candidates of both, COPYed back and joined to minhash_signatures with
-        `where`: a seq without a signature row (a rerun's or a retraction's leftover in a block) drops
-        out there.
+        (3) the (query, seq) candidates of both, COPYed back and joined to the documents' signatures
+        with `where`: a seq without a documents row (a rerun's or a retraction's leftover in a block)
+        drops out there.
         """
         n_bands = band_keys.shape[1]
         if len(band_keys) == 0 or n_bands == 0:
@@ -549,8 +551,9 @@ class PostgresRegistry(Registry):
             cur.execute(f"ANALYZE {cand}")
             return copy_out_table(
                 cur,
-                "SELECT c.u, t.seq, t.doc_id, t.batch_id, encode(t.signature, 'hex') AS sig"
-                f" FROM {cand} c JOIN minhash_signatures t ON t.seq = c.seq WHERE {where}",
+                "SELECT c.u, t.seq, t.doc_id, b.batch_id, encode(t.signature, 'hex') AS sig"
+                f" FROM {cand} c JOIN documents t ON t.seq = c.seq {_WITH_BATCH}"
+                f" WHERE t.signature IS NOT NULL AND {where}",
                 params,
                 schema,
             )
@@ -704,14 +707,17 @@ class PostgresRegistry(Registry):
         with self._transaction() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
             hook("locked", cur)
+            # The batch's row (and its ord, which its documents rows name) exists from here on.
             cur.execute(
-                "SELECT snapshot_seq, seq_lo, seq_hi FROM registry_batches WHERE batch_id = %s", (batch_id,)
+                "INSERT INTO registry_batches (batch_id) VALUES (%s) ON CONFLICT (batch_id) DO NOTHING", (batch_id,)
             )
-            row = cur.fetchone()
-            snapshot, seq_lo, seq_hi = row if row else (None, None, None)
+            cur.execute(
+                "SELECT snapshot_seq, seq_lo, seq_hi, ord FROM registry_batches WHERE batch_id = %s", (batch_id,)
+            )
+            snapshot, seq_lo, seq_hi, ord_ = cur.fetchone()
             changed = {table: 0 for table in TABLES}
             if seq_lo is not None:
-                changed.update(self._delete_rows(cur, batch_id, seq_lo, seq_hi))
+                changed.update(self._delete_rows(cur, batch_id, ord_, seq_lo, seq_hi))
             hook("deleted", cur)
 
             conflicts = _empty_conflicts()
@@ -729,7 +735,7 @@ class PostgresRegistry(Registry):
                 if cur.fetchone()[0]:
                     _index_probes_only(cur)
                     conflicts = self._recheck(
-                        cur, kept, "t.seq > %(snap)s AND t.batch_id < %(batch)s",
+                        cur, kept, "t.seq > %(snap)s AND b.batch_id < %(batch)s",
                         {"snap": int(snapshot), "batch": batch_id}, max_hamming, min_jaccard,
                         recent_where="r.batch_id < %(batch)s",
                     )  # fmt: skip
@@ -748,7 +754,7 @@ class PostgresRegistry(Registry):
                 if cur.fetchone()[0]:
                     _index_probes_only(cur)
                     later = self._recheck(
-                        cur, registered, "t.batch_id > %(batch)s", {"batch": batch_id}, max_hamming, min_jaccard,
+                        cur, registered, "b.batch_id > %(batch)s", {"batch": batch_id}, max_hamming, min_jaccard,
                         all_matches=True, recent_where="r.batch_id > %(batch)s",
                     )  # fmt: skip
                     stale = self._retract(cur, batch_id, registered, later)
@@ -762,18 +768,11 @@ class PostgresRegistry(Registry):
                 hi = lo + len(registered) - 1
                 # Reserve the whole block at once: only commits allocate seq, and they hold the lock.
                 cur.execute("SELECT setval('registry_seq', %s)", (hi,))
-                self._insert_rows(cur, batch_id, registered, lo)
-                content = int(registered.content_mask().sum())
+                self._insert_rows(cur, batch_id, ord_, registered, lo)
                 minhash = int(np.asarray(registered.has_minhash, bool).sum())
                 bands = np.asarray(registered.minhash_bands).reshape(len(registered), -1).shape[1]
-                for table, n in (
-                    ("url_keys", int(np.asarray(registered.has_url, bool).sum())),
-                    ("content_hashes", content),
-                    ("simhashes", int(np.asarray(registered.has_simhash, bool).sum())),
-                    ("minhash_signatures", minhash),
-                    ("minhash_bands", minhash * bands),
-                ):
-                    changed[table] += n
+                changed["documents"] += len(registered)
+                changed["minhash_bands"] += minhash * bands
             hook("inserted", cur)
             cur.execute(
                 "INSERT INTO registry_batches AS b (batch_id, seq_lo, seq_hi, registered, committed_at)"
@@ -836,13 +835,12 @@ class PostgresRegistry(Registry):
                 ("text", pa.array(later.payload["layer"][first].astype(str).tolist(), pa.large_string())),
             ],
         )
-        # The later batch's seq range bounds each scan; this path is rare (out of order).
-        for table in ("url_keys", "content_hashes", "simhashes", "minhash_signatures"):
-            cur.execute(
-                f"DELETE FROM {table} t USING _retract r, registry_batches rb WHERE t.batch_id = r.batch_id"
-                " AND t.doc_id = r.doc_id AND rb.batch_id = r.batch_id AND t.seq BETWEEN rb.seq_lo AND rb.seq_hi"
-                + (" RETURNING t.batch_id, t.seq" if table == "minhash_signatures" else "")
-            )
+        # The later batch's seq range bounds the scan; this path is rare (out of order).
+        cur.execute(
+            "DELETE FROM documents t USING _retract r, registry_batches rb WHERE rb.batch_id = r.batch_id"
+            " AND t.batch_ord = rb.ord AND t.doc_id = r.doc_id AND t.seq BETWEEN rb.seq_lo AND rb.seq_hi"
+            " RETURNING rb.batch_id, t.seq"
+        )
         dead = cur.fetchall()
         # Their band keys: a batch's recent run is rewritten without them; in a main-tier block they
         # stay until the next merge of runs, dead (no signature row: every lookup drops them).
@@ -871,89 +869,59 @@ class PostgresRegistry(Registry):
             )
             return {b: {"docs": int(n), "earlier_batches": list(e)} for b, n, e in cur.fetchall()}
 
-    def _delete_rows(self, cur: Any, batch_id: str, lo: int, hi: int) -> dict[str, int]:
+    def _delete_rows(self, cur: Any, batch_id: str, ord_: int, lo: int, hi: int) -> dict[str, int]:
         """Delete a batch's earlier rows (a rerun); rows deleted per table (band keys for minhash_bands)."""
         deleted: dict[str, int] = {}
         # The batch's recent run (if it was compacted, its keys in the main tier's blocks are dead from
-        # the signature delete below on, and dropped by the next merge of runs).
+        # the documents delete below on, and dropped by the next merge of runs).
         cur.execute(
             "WITH d AS (DELETE FROM minhash_bands_recent WHERE batch_id = %s RETURNING n) SELECT coalesce(sum(n), 0) FROM d",
             (batch_id,),
         )
         deleted["minhash_bands"] = int(cur.fetchone()[0])
-        for table in ("url_keys", "content_hashes", "simhashes", "minhash_signatures"):
-            cur.execute(
-                f"DELETE FROM {table} WHERE seq BETWEEN %(lo)s AND %(hi)s AND batch_id = %(batch)s",
-                {"lo": lo, "hi": hi, "batch": batch_id},
-            )
-            deleted[table] = max(cur.rowcount, 0)
+        cur.execute(
+            "DELETE FROM documents WHERE seq BETWEEN %(lo)s AND %(hi)s AND batch_ord = %(ord)s",
+            {"lo": lo, "hi": hi, "ord": ord_},
+        )
+        deleted["documents"] = max(cur.rowcount, 0)
         return deleted
 
-    def _insert_rows(self, cur: Any, batch_id: str, fp: Fingerprints, lo: int) -> None:
+    def _insert_rows(self, cur: Any, batch_id: str, ord_: int, fp: Fingerprints, lo: int) -> None:
+        """One documents row per document of `fp` (seq lo..), and the batch's recent run of band keys.
+
+        A fingerprint a document lacks is NULL (url_key, simhash, signature) or has_content false.
+        """
         n = len(fp)
         seq = lo + np.arange(n, dtype=np.int64)
-        doc_id = pa.array(np.asarray(fp.doc_id, dtype=object), type=pa.large_string())
-        batch = pa.array(np.full(n, batch_id, dtype=object), type=pa.large_string())
         content = np.ascontiguousarray(fp.content_hash, dtype=np.uint64).reshape(n, 2)
-
-        def pick(mask: np.ndarray) -> tuple[np.ndarray, pa.Array, pa.Array]:
-            idx = np.flatnonzero(mask)
-            return idx, doc_id.take(pa.array(idx)), batch.take(pa.array(idx))
-
-        idx, d, b = pick(np.asarray(fp.has_url, bool))
-        copy_in(
-            cur,
-            "url_keys",
-            ["seq", "url_key", "content_hi", "content_lo", "batch_id", "doc_id"],
-            [
-                ("int8", seq[idx]),
-                ("int8", u64_to_i64(np.asarray(fp.url_key, np.uint64)[idx])),
-                ("int8", u64_to_i64(content[idx, 0])),
-                ("int8", u64_to_i64(content[idx, 1])),
-                ("text", b),
-                ("text", d),
-            ],
-        )
-        # Empty documents are never registered by content (the exact layer never matches them either).
-        idx, d, b = pick(fp.content_mask())
-        copy_in(
-            cur,
-            "content_hashes",
-            ["seq", "content_hi", "content_lo", "batch_id", "doc_id"],
-            [
-                ("int8", seq[idx]),
-                ("int8", u64_to_i64(content[idx, 0])),
-                ("int8", u64_to_i64(content[idx, 1])),
-                ("text", b),
-                ("text", d),
-            ],
-        )
-        idx, d, b = pick(np.asarray(fp.has_simhash, bool))
-        sim = np.asarray(fp.simhash, np.uint64)[idx]
-        copy_in(
-            cur,
-            "simhashes",
-            ["seq", "simhash", "band0", "band1", "band2", "band3", "batch_id", "doc_id"],
-            [("int8", seq[idx]), ("int8", u64_to_i64(sim))]
-            + [
-                ("int2", u16_to_i16(((sim >> np.uint64(16 * i)) & np.uint64(0xFFFF)).astype(np.uint16)))
-                for i in range(4)
-            ]
-            + [("text", b), ("text", d)],
-        )
-        idx, d, b = pick(np.asarray(fp.has_minhash, bool))
+        has_url = np.asarray(fp.has_url, bool)
+        has_sim = np.asarray(fp.has_simhash, bool)
+        has_mh = np.asarray(fp.has_minhash, bool)
+        idx = np.flatnonzero(has_mh)
+        sig = pa.nulls(n, pa.large_binary())
         if len(idx):
-            copy_in(
-                cur,
-                "minhash_signatures",
-                ["seq", "batch_id", "doc_id", "signature"],
-                [
-                    ("int8", seq[idx]),
-                    ("text", b),
-                    ("text", d),
-                    ("varbytea", _sigpack.pack(np.asarray(fp.minhash)[idx])),
-                ],
-            )
+            packed = _sigpack.pack(np.asarray(fp.minhash)[idx]).cast(pa.large_binary())
+            # Scatter the packed signatures to their rows, NULL elsewhere.
+            at = np.full(n, -1, np.int64)
+            at[idx] = np.arange(len(idx))
+            sig = packed.take(pa.array(at, mask=at < 0))
+        copy_in(
+            cur,
+            "documents",
+            ["seq", "url_key", "content_hi", "content_lo", "simhash", "batch_ord", "has_content", "doc_id", "signature"],
+            [
+                ("int8", seq),
+                ("int8?", (u64_to_i64(np.asarray(fp.url_key, np.uint64)), has_url)),
+                ("int8", u64_to_i64(content[:, 0])),
+                ("int8", u64_to_i64(content[:, 1])),
+                ("int8?", (u64_to_i64(np.asarray(fp.simhash, np.uint64)), has_sim)),
+                ("int4", np.full(n, ord_, np.int32)),
+                ("bool", fp.content_mask()),
+                ("text", pa.array(np.asarray(fp.doc_id, dtype=object), type=pa.large_string())),
+                ("varbytea?", sig),
+            ],
+        )
+        if len(idx):
             keys = np.asarray(fp.minhash_bands, np.uint64)[idx]
             keys = keys.reshape(len(idx), -1)
             write_recent_run(cur, batch_id, keys.ravel(), np.repeat(seq[idx], keys.shape[1]))
@@ -1065,7 +1033,7 @@ class PostgresRegistry(Registry):
         """Rows, bytes (heap + indexes + TOAST of both tiers) and bytes per registered document, per table."""
         out: dict[str, dict[str, float]] = {}
         with self._transaction() as cur:
-            cur.execute("SELECT count(*) FROM content_hashes")
+            cur.execute("SELECT count(*) FROM documents")
             docs = int(cur.fetchone()[0])
             for table in TABLES:
                 if table == "minhash_bands":
@@ -1109,7 +1077,7 @@ class PostgresRegistry(Registry):
     def recent_docs(self) -> int:
         """Documents in the recent tier (registered since the last compaction)."""
         with self._transaction() as cur:
-            cur.execute("SELECT count(*) FROM content_hashes_recent")
+            cur.execute("SELECT count(*) FROM documents_recent")
             return int(cur.fetchone()[0])
 
     def compact(self, min_docs: int = 0) -> dict[str, Any]:
@@ -1120,8 +1088,8 @@ class PostgresRegistry(Registry):
         `min_docs` documents (or none). Holds the registry lock (shared), so commits wait; lookups
         and begin() do not, except that the TRUNCATE at the end waits for lookups in flight and
         lookups starting meanwhile wait for it to commit (module docstring).
-        Afterwards VACUUMs simhashes_main, which sets the visibility-map bits of the moved rows
-        (the SimHash read is an index-only scan).
+        Afterwards VACUUMs documents_main, which sets the visibility-map bits of the moved rows
+        (the SimHash read is an index-only scan of its simhash index).
         """
         started = time.perf_counter()
         steps: dict[str, float] = {}
@@ -1139,7 +1107,7 @@ class PostgresRegistry(Registry):
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._compact_lock_key,))
             cur.execute("SELECT pg_advisory_xact_lock_shared(%s)", (self._lock_key,))
             hook("locked", cur)
-            cur.execute("SELECT count(*) FROM content_hashes_recent")
+            cur.execute("SELECT count(*) FROM documents_recent")
             if int(cur.fetchone()[0]) < max(min_docs, 1):
                 return {"moved": {}, "seconds": time.perf_counter() - started, "steps": steps}
             t = time.perf_counter()
@@ -1163,8 +1131,8 @@ class PostgresRegistry(Registry):
         # rows; the other lookups read the heap anyway. Vacuuming the big main tables here would
         # also scan their whole indexes whenever reruns left dead rows (minutes at 1e7 documents):
         # autovacuum does that, and ANALYZE, outside the maintenance window (plans are fixed).
-        self.vacuum(analyze=False, tables=["simhashes_main"])
-        t = mark("vacuum_simhashes_main", t)
+        self.vacuum(analyze=False, tables=["documents_main"])
+        t = mark("vacuum_documents_main", t)
         # Fresh statistics for the grown main tier (and the emptied recent one): a rerun's DELETE of a
         # compacted batch is planned on them (issue #16 row 3). ANALYZE samples, it does not scan.
         with self._transaction() as cur:
@@ -1223,7 +1191,7 @@ class PostgresRegistry(Registry):
 
     def _merge_runs(self, cur: Any, runs: list[int]) -> None:
         """Merge main-tier runs into one, dropping entries whose document is gone (reruns, retractions)."""
-        live = np.sort(copy_out_int8(cur, "SELECT seq FROM minhash_signatures", None, 1).ravel())
+        live = np.sort(copy_out_int8(cur, "SELECT seq FROM documents WHERE signature IS NOT NULL", None, 1).ravel())
         cur.execute("SELECT run, bits, rem_bytes FROM minhash_band_runs WHERE run = ANY(%s)", (runs,))
         shape_of = {run_id: (int(bits), int(rb)) for run_id, bits, rb in cur.fetchall()}
         keys_parts, seq_parts = [], []

@@ -47,5 +47,5 @@ def test_a_run_compacts_only_past_the_threshold(dag, airflow_db, tmp_path, monke
     run = dag.test(logical_date=when.add(hours=1), run_conf={"min_docs": 10})
     assert run.state == "success"
     assert registry.recent_docs() == 0
-    assert registry.table_stats()["content_hashes"]["rows"] == 40
+    assert registry.table_stats()["documents"]["rows"] == 40
     registry.close()

@@ -64,14 +64,14 @@ def test_compactions_merge_runs_and_drop_dead_entries(make_registry, admin, sche
     with admin.cursor() as cur:
         cur.execute(f'SELECT count(*), sum(entries) FROM "{schema}".minhash_band_runs')
         runs, entries = cur.fetchone()
-        cur.execute(f'SELECT count(*) FROM "{schema}".minhash_signatures_main')
+        cur.execute(f'SELECT count(*) FROM "{schema}".documents_main WHERE signature IS NOT NULL')
         main_docs = cur.fetchone()[0]
     assert 1 <= runs <= MAX_MAIN_RUNS
     pg.compact()  # moves the last rerun; merges when over the limit
     with admin.cursor() as cur:
         cur.execute(f'SELECT count(*), sum(entries) FROM "{schema}".minhash_band_runs')
         runs, entries = cur.fetchone()
-        cur.execute(f'SELECT count(*) FROM "{schema}".minhash_signatures_main')
+        cur.execute(f'SELECT count(*) FROM "{schema}".documents_main WHERE signature IS NOT NULL')
         main_docs = cur.fetchone()[0]
     assert runs <= MAX_MAIN_RUNS
     # Merges dropped dead entries: at most one run's worth of them is left (the unmerged runs').

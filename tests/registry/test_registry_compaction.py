@@ -81,7 +81,7 @@ def test_commits_never_compact(loaded, admin, schema):
     _, pg, _ = loaded
     rows = tier_rows(admin, schema)
     assert all(main == 0 for main, _ in rows.values())
-    assert rows["content_hashes"][1] == 1200
+    assert rows["documents"][1] == 1200
     assert pg.recent_docs() == 1200
 
 
@@ -92,7 +92,7 @@ def test_compaction_moves_everything_and_every_answer_stays_the_same(loaded, adm
     assert before == all_lookups(mem, query)
     assert pg.compact(min_docs=5000)["moved"] == {}  # below the threshold: nothing happens
     done = pg.compact()
-    assert done["moved"]["content_hashes"] == 1200 and set(done["steps"]) >= {"truncate_commit", "vacuum_simhashes_main"}
+    assert done["moved"]["documents"] == 1200 and set(done["steps"]) >= {"truncate_commit", "vacuum_documents_main"}
     rows = tier_rows(admin, schema)
     assert all(recent == 0 and main > 0 for main, recent in rows.values())
     assert all_lookups(pg, query) == before
@@ -109,7 +109,7 @@ def test_compaction_moves_everything_and_every_answer_stays_the_same(loaded, adm
     pg.begin("2026-12-01T03")
     pg.commit("2026-12-01T03", new)
     mem.commit("2026-12-01T03", new)
-    assert tier_rows(admin, schema)["content_hashes"] == (1200 - 400, 50 + 60)
+    assert tier_rows(admin, schema)["documents"] == (1200 - 400, 50 + 60)
     assert all_lookups(pg, query) == all_lookups(mem, query)
 
 
@@ -135,7 +135,7 @@ def test_a_lookup_in_flight_keeps_its_answer_and_the_truncate_waits_for_it(loade
     assert stages == ["locked", "moved"]
     release.set()
     assert lookup.join() == want["simhash"]
-    assert compaction.join()["moved"]["content_hashes"] == 1200
+    assert compaction.join()["moved"]["documents"] == 1200
     reader.lookup_hook = None
     assert all_lookups(reader, query) == want
 
@@ -166,7 +166,7 @@ def test_a_lookup_during_the_move_and_a_commit_waiting_for_the_lock_are_both_exa
     compaction.join()
     assert commit.join().registered == 80
     mem.commit("2026-12-01T05", batch)
-    assert tier_rows(admin, schema)["content_hashes"] == (1200, 80)
+    assert tier_rows(admin, schema)["documents"] == (1200, 80)
     assert all_lookups(make_registry(), query) == all_lookups(mem, query)
 
 
@@ -179,5 +179,5 @@ def test_compact_registry_runs_only_over_the_threshold(loaded, pg_dsn, schema, t
         "recent_docs": 1200, "compacted": False, "moved": {}, "seconds": 0.0, "steps": {}
     }
     done = compact_registry(config, min_docs=1000)
-    assert done["compacted"] and done["moved"]["minhash_signatures"] > 0
+    assert done["compacted"] and done["moved"]["documents"] > 0
     assert compact_registry(config, min_docs=0)["recent_docs"] == 0

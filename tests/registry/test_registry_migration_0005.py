@@ -6,10 +6,10 @@ import numpy as np
 import psycopg2
 import pytest
 
-from dedup_tasks.registry import postgres as pg_mod
 from dedup_tasks.registry.base import MemoryRegistry
 from dedup_tasks.registry.migrate import code_version, current_version, migrate
-from dedup_tasks.registry.postgres import TABLES, PostgresRegistry
+from dedup_tasks.registry.postgres import PostgresRegistry
+from tests.registry import v7_postgres as v7
 from tests.registry.conftest import schema_at_version
 from tests.registry.old_recent import write_recent_rows_v6
 from tests.registry.synth import Pool
@@ -33,7 +33,7 @@ def compact_v4(admin, schema: str) -> None:
     """Schema 4's compaction, in SQL: every table's recent rows into its main partition."""
     with admin.cursor() as cur:
         cur.execute(f'SET search_path TO "{schema}"')
-        for table in TABLES:
+        for table in v7.TABLES:
             cur.execute(
                 "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute"
                 " WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped AND attname <> 'tier'",
@@ -41,7 +41,7 @@ def compact_v4(admin, schema: str) -> None:
             )
             cols = cur.fetchone()[0]
             cur.execute(f"INSERT INTO {table}_main ({cols}, tier) SELECT {cols}, 0 FROM {table}_recent")
-        cur.execute(f"TRUNCATE {', '.join(t + '_recent' for t in TABLES)}")
+        cur.execute(f"TRUNCATE {', '.join(t + '_recent' for t in v7.TABLES)}")
         cur.execute("RESET search_path")
 
 
@@ -51,9 +51,9 @@ def test_migration_0005_moves_a_filled_v4_registry_into_blocks(pg_dsn, v4_schema
     # Schema 4's commit path is this code's commit path (it writes only the recent tier) with schema 6's
     # recent band rows (one per document and band, as in schema 4), so the old registry is filled through
     # it with the version check bypassed; the old compaction runs in SQL.
-    monkeypatch.setattr(pg_mod, "check_version", lambda *a, **k: 4)
-    monkeypatch.setattr(pg_mod, "write_recent_run", write_recent_rows_v6)  # schema 4..6's recent rows
-    old = PostgresRegistry(pg_dsn, schema=v4_schema, num_perm=32)
+    monkeypatch.setattr(v7, "check_version", lambda *a, **k: 4)
+    monkeypatch.setattr(v7, "write_recent_run", write_recent_rows_v6)  # schema 4..6's recent rows
+    old = v7.PostgresRegistry(pg_dsn, schema=v4_schema, num_perm=32)
     for i, batch in enumerate(BATCHES):
         fp = pool.batch(400, batch)
         old.begin(batch)

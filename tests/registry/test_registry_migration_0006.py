@@ -8,11 +8,11 @@ import pyarrow as pa
 import pytest
 
 from dedup_tasks.registry import _bandblocks, _sigpack
-from dedup_tasks.registry import postgres as pg_mod
 from dedup_tasks.registry._pgio import copy_in, encode_binary_copy
 from dedup_tasks.registry.base import Fingerprints, MemoryRegistry
 from dedup_tasks.registry.migrate import code_version, current_version, migrate
 from dedup_tasks.registry.postgres import PostgresRegistry
+from tests.registry import v7_postgres as v7
 from tests.registry.conftest import schema_at_version
 from tests.registry.old_recent import read_recent_rows_v6, write_recent_rows_v6
 from tests.registry.synth import NUM_PERM, Pool, band_keys, canonical
@@ -141,12 +141,12 @@ def test_migration_0006_on_a_filled_v5_registry(pg_dsn, v5_schema, admin, monkey
     pool = Pool(rng, size=200)
     mem = MemoryRegistry()
     # Schema 5's commit and compaction: raw signatures, 8-byte block entries, no rem_bytes column.
-    monkeypatch.setattr(pg_mod, "check_version", lambda *a, **k: 5)
-    monkeypatch.setattr(pg_mod._sigpack, "pack", raw_pack)
-    monkeypatch.setattr(PostgresRegistry, "_write_run", write_run_v5)
-    monkeypatch.setattr(pg_mod, "write_recent_run", write_recent_rows_v6)  # schema 5..6's recent rows
-    monkeypatch.setattr(pg_mod, "_read_recent", read_recent_rows_v6)
-    old = PostgresRegistry(pg_dsn, schema=v5_schema, num_perm=NUM_PERM)
+    monkeypatch.setattr(v7, "check_version", lambda *a, **k: 5)
+    monkeypatch.setattr(v7._sigpack, "pack", raw_pack)
+    monkeypatch.setattr(v7.PostgresRegistry, "_write_run", write_run_v5)
+    monkeypatch.setattr(v7, "write_recent_run", write_recent_rows_v6)  # schema 5..6's recent rows
+    monkeypatch.setattr(v7, "_read_recent", read_recent_rows_v6)
+    old = v7.PostgresRegistry(pg_dsn, schema=v5_schema, num_perm=NUM_PERM)
     for i, batch in enumerate(BATCHES):
         fp = minima_like(pool.batch(400, batch), rng)
         old.begin(batch)

@@ -11,6 +11,7 @@ from dedup_tasks.registry import postgres as pg_mod
 from dedup_tasks.registry.base import Fingerprints, MemoryRegistry
 from dedup_tasks.registry.migrate import code_version, current_version, migrate
 from dedup_tasks.registry.postgres import PostgresRegistry
+from tests.registry import v7_postgres as v7
 from tests.registry.conftest import schema_at_version
 from tests.registry.old_recent import read_recent_rows_v6, write_recent_rows_v6
 from tests.registry.synth import BANDS, Pool, count_rows
@@ -63,10 +64,10 @@ def test_migration_0007_moves_recent_band_rows_into_runs(pg_dsn, v6_schema, admi
     mem = MemoryRegistry()
     # Schema 6's commit and compaction are this code's with schema 6's recent band rows (one per
     # document and band): the old registry is filled through them with the version check bypassed.
-    monkeypatch.setattr(pg_mod, "check_version", lambda *a, **k: 6)
-    monkeypatch.setattr(pg_mod, "write_recent_run", write_recent_rows_v6)
-    monkeypatch.setattr(pg_mod, "_read_recent", read_recent_rows_v6)
-    old = PostgresRegistry(pg_dsn, schema=v6_schema, num_perm=32)
+    monkeypatch.setattr(v7, "check_version", lambda *a, **k: 6)
+    monkeypatch.setattr(v7, "write_recent_run", write_recent_rows_v6)
+    monkeypatch.setattr(v7, "_read_recent", read_recent_rows_v6)
+    old = v7.PostgresRegistry(pg_dsn, schema=v6_schema, num_perm=32)
     for i, batch_id in enumerate(BATCHES):
         fp = mixed_batch(pool, 400, batch_id)
         old.begin(batch_id)

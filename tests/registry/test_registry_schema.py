@@ -50,10 +50,13 @@ def test_migrations_are_numbered_and_migrate_is_idempotent(pg_dsn, fresh_schema,
         cur.execute(f'SELECT count(*) FROM "{fresh_schema}".schema_migrations')
         assert cur.fetchone()[0] == code_version()
         cur.execute(
-            "SELECT count(*) FROM pg_indexes WHERE schemaname = %s AND tablename = 'simhashes'",
+            "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'documents' ORDER BY 1",
             (fresh_schema,),
         )
-        assert cur.fetchone()[0] == 2  # (band0, simhash) + BRIN on seq (migration 3 dropped bands 1-3)
+        # Migration 8: one row per document, a B-tree per lookup key and the primary key, nothing else.
+        assert [r[0] for r in cur.fetchall()] == [
+            "documents_content_hi", "documents_seq", "documents_simhash", "documents_url_key"
+        ]
 
 
 def test_concurrent_migrations_apply_once(pg_dsn, fresh_schema):
@@ -118,7 +121,7 @@ def test_db_cli_migrate_status_and_rebuild_bloom(pg_dsn, fresh_schema, tmp_path,
     assert db_main([*base, "status", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["version"] == code_version()
-    assert info["tables"]["content_hashes"]["rows"] == 2
+    assert info["tables"]["documents"]["rows"] == 2
     assert info["tables"]["minhash_bands"]["rows"] == 16
     assert info["tables"]["total"]["bytes_per_doc"] > 0
     assert info["bloom"]["keys"] == 2
@@ -129,7 +132,7 @@ def test_db_cli_migrate_status_and_rebuild_bloom(pg_dsn, fresh_schema, tmp_path,
     assert db_main([*base, "status", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert (
-        info["tables"]["content_hashes"]["rows"] == 2 and info["tables"]["content_hashes"]["recent_rows"] == 0
+        info["tables"]["documents"]["rows"] == 2 and info["tables"]["documents"]["recent_rows"] == 0
     )
 
 
