@@ -6,12 +6,19 @@ STAMP := .make/install-$(subst /,_,$(PYTHON)).stamp
 
 .PHONY: install demo test lint bench bench-smoke warmup
 
-install: $(STAMP)
+WARM := .make/warm-$(subst /,_,$(PYTHON)).stamp
+
+install: $(STAMP) $(WARM)
 
 $(STAMP): requirements.txt requirements-airflow.txt requirements-spark.txt pyproject.toml
 	$(PYTHON) -m pip install -q -r requirements.txt -r requirements-airflow.txt -r requirements-spark.txt
 	$(PYTHON) -m pip install -q --no-deps -e .
-	@# Compile the numba kernels into dedup_tasks/**/__pycache__ now, not in the first DAG run.
+	@mkdir -p $(@D) && touch $@
+
+# Compile the numba kernels into dedup_tasks/**/__pycache__ now, not in the first DAG run; again when
+# a package source changed (a git pull): a changed kernel file recompiles every kernel once
+# (dedup_tasks/kernel_cache.py), otherwise the warm-up only loads them (a few seconds).
+$(WARM): $(STAMP) $(wildcard dedup_tasks/*.py dedup_tasks/*/*.py)
 	$(PYTHON) -m dedup_tasks.warmup
 	@mkdir -p $(@D) && touch $@
 
