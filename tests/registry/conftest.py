@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import psycopg2
 import pytest
 
-from dedup_tasks.registry.migrate import migrate
+from dedup_tasks.registry.migrate import code_version, current_version, migrate
 from dedup_tasks.registry.postgres import PostgresRegistry
 
 
@@ -35,6 +35,16 @@ def schema_at_version(pg_dsn: str, admin: psycopg2.extensions.connection, versio
         with admin.cursor() as cur:
             cur.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
+
+
+def migrate_to_current(pg_dsn: str, name: str, from_version: int) -> None:
+    """Migrate a schema at ``from_version`` to the code's version: every later migration applied, once, in order."""
+    conn = psycopg2.connect(pg_dsn)
+    try:
+        assert migrate(conn, name) == list(range(from_version + 1, code_version() + 1))
+        assert current_version(conn, name) == code_version()
+    finally:
+        conn.close()
 
 @pytest.fixture
 def admin(pg_dsn: str) -> Iterator[psycopg2.extensions.connection]:

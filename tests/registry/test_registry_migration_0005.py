@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-import psycopg2
 import pytest
 
 from dedup_tasks.registry.base import MemoryRegistry
-from dedup_tasks.registry.migrate import code_version, current_version, migrate
 from dedup_tasks.registry.postgres import PostgresRegistry
 from tests.registry import v7_postgres as v7
-from tests.registry.conftest import schema_at_version
+from tests.registry.conftest import migrate_to_current, schema_at_version
 from tests.registry.old_recent import write_recent_rows_v6
 from tests.registry.synth import Pool
 from tests.registry.synth import all_lookups as synth_lookups
@@ -68,12 +66,7 @@ def test_migration_0005_moves_a_filled_v4_registry_into_blocks(pg_dsn, v4_schema
         v4_main_rows = cur.fetchone()[0]
     assert v4_main_rows > 0
 
-    conn = psycopg2.connect(pg_dsn)
-    try:
-        assert migrate(conn, v4_schema) == list(range(5, code_version() + 1))
-        assert current_version(conn, v4_schema) == code_version()
-    finally:
-        conn.close()
+    migrate_to_current(pg_dsn, v4_schema, 4)
     with admin.cursor() as cur:
         cur.execute(f'SELECT run, entries, blocks FROM "{v4_schema}".minhash_band_runs')
         runs = cur.fetchall()

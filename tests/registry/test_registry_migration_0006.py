@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
-import psycopg2
 import pyarrow as pa
 import pytest
 
 from dedup_tasks.registry import _bandblocks, _sigpack
 from dedup_tasks.registry._pgio import copy_in, encode_binary_copy
 from dedup_tasks.registry.base import Fingerprints, MemoryRegistry
-from dedup_tasks.registry.migrate import code_version, current_version, migrate
 from dedup_tasks.registry.postgres import PostgresRegistry
 from tests.registry import v7_postgres as v7
-from tests.registry.conftest import schema_at_version
+from tests.registry.conftest import migrate_to_current, schema_at_version
 from tests.registry.old_recent import read_recent_rows_v6, write_recent_rows_v6
 from tests.registry.synth import NUM_PERM, Pool, band_keys, canonical
 from tests.registry.synth import all_lookups as synth_lookups
@@ -157,12 +155,7 @@ def test_migration_0006_on_a_filled_v5_registry(pg_dsn, v5_schema, admin, monkey
     old.close()
     monkeypatch.undo()
 
-    conn = psycopg2.connect(pg_dsn)
-    try:
-        assert migrate(conn, v5_schema) == list(range(6, code_version() + 1))
-        assert current_version(conn, v5_schema) == code_version()
-    finally:
-        conn.close()
+    migrate_to_current(pg_dsn, v5_schema, 5)
     with admin.cursor() as cur:
         cur.execute(f'SELECT run, rem_bytes FROM "{v5_schema}".minhash_band_runs ORDER BY run')
         assert cur.fetchall() == [(1, 4), (2, 4)]

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
-import psycopg2
 import pytest
 
 from dedup_tasks.registry import _bandblocks
 from dedup_tasks.registry import postgres as pg_mod
 from dedup_tasks.registry.base import Fingerprints, MemoryRegistry
-from dedup_tasks.registry.migrate import code_version, current_version, migrate
 from dedup_tasks.registry.postgres import PostgresRegistry
 from tests.registry import v7_postgres as v7
-from tests.registry.conftest import schema_at_version
+from tests.registry.conftest import migrate_to_current, schema_at_version
 from tests.registry.old_recent import read_recent_rows_v6, write_recent_rows_v6
 from tests.registry.synth import BANDS, Pool, count_rows
 from tests.registry.synth import all_lookups as synth_lookups
@@ -89,12 +87,7 @@ def test_migration_0007_moves_recent_band_rows_into_runs(pg_dsn, v6_schema, admi
     assert sorted(v6) == BATCHES[1:]
     before = count_rows(admin, v6_schema)
 
-    conn = psycopg2.connect(pg_dsn)
-    try:
-        assert migrate(conn, v6_schema) == list(range(7, code_version() + 1))
-        assert current_version(conn, v6_schema) == code_version()
-    finally:
-        conn.close()
+    migrate_to_current(pg_dsn, v6_schema, 6)
     # Every recent key moved, whole, into its batch's run; the view counts them as rows.
     assert recent_keys(admin, v6_schema) == v6
     assert count_rows(admin, v6_schema) == before

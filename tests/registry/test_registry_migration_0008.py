@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-import psycopg2
 import pytest
 
 from dedup_tasks.registry._pgio import copy_in
 from dedup_tasks.registry.base import Fingerprints, MemoryRegistry
-from dedup_tasks.registry.migrate import code_version, current_version, migrate
 from dedup_tasks.registry.postgres import PostgresRegistry
 from tests.registry import v7_postgres as v7
-from tests.registry.conftest import schema_at_version
+from tests.registry.conftest import migrate_to_current, schema_at_version
 from tests.registry.synth import Pool, count_rows
 from tests.registry.synth import all_lookups as synth_lookups
 
@@ -101,12 +99,7 @@ def test_migration_0008_moves_every_fingerprint_into_one_documents_row(pg_dsn, v
     assert len(before["url_keys"]) > len(before["minhash_signatures"]) > 0
     assert len(before["content_hashes"]) < sum(len(fp) for fp in mem._batches.values())  # empty documents
 
-    conn = psycopg2.connect(pg_dsn)
-    try:
-        assert migrate(conn, v7_schema) == list(range(8, code_version() + 1))
-        assert current_version(conn, v7_schema) == code_version()
-    finally:
-        conn.close()
+    migrate_to_current(pg_dsn, v7_schema, 7)
     # Every old row is there, unchanged, through the views of the old tables; one documents row per
     # registered document; the old tables are gone.
     assert old_rows(admin, v7_schema) == before
