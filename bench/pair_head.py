@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from dedup_tasks.embed.aligned import sentences
+from dedup_tasks.embed.aligned import embedded_sentences
 
 HEAD_PATH = Path(__file__).resolve().parent / "results" / "pair_head.npz"
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -112,16 +112,8 @@ def trained_scores(
     against a sentence of the earlier (-1 where either has no sentence). ``embed(texts)`` ->
     L2-normalized rows; every distinct sentence is embedded once, in one call."""
     head = head or default_head()
-    split_new = [sentences(t, max_sentences, max_chars) for t in newer]
-    split_old = [sentences(t, max_sentences, max_chars) for t in earlier]
-    index: dict[str, int] = {}
-    for parts in (*split_new, *split_old):
-        for s in parts:
-            index.setdefault(s, len(index))
+    split_new, split_old, index, vec = embedded_sentences(embed, newer, earlier, max_sentences, max_chars)
     out = np.full(len(newer), -1.0)
-    if not index:
-        return out
-    vec = np.asarray(embed(list(index)), np.float32)
     for i, (a, b) in enumerate(zip(split_new, split_old, strict=True)):
         if not a or not b:
             continue

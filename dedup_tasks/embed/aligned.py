@@ -70,18 +70,25 @@ def aligned_scores(embed, newer: list[str], earlier: list[str], max_sentences: i
 
     Every distinct sentence is embedded once, in one call: texts shared by several pairs cost nothing
     more."""
+    split_new, split_old, index, vec = embedded_sentences(embed, newer, earlier, max_sentences, max_chars)
+    out = np.full(len(newer), -1.0)
+    for i, (a, b) in enumerate(zip(split_new, split_old, strict=True)):
+        if a and b:
+            sim = vec[[index[s] for s in a]] @ vec[[index[s] for s in b]].T
+            out[i] = float(sim.max(axis=1).mean())
+    return out
+
+
+def embedded_sentences(
+    embed, newer: list[str], earlier: list[str], max_sentences: int = 8, max_chars: int = 120
+) -> tuple[list[list[str]], list[list[str]], dict[str, int], np.ndarray]:
+    """Each text's sentences and one embedding matrix holding every distinct sentence once (one call of
+    ``embed``): (newer's sentences per text, earlier's, sentence -> row, the L2-normalized rows)."""
     split_new = [sentences(t, max_sentences, max_chars) for t in newer]
     split_old = [sentences(t, max_sentences, max_chars) for t in earlier]
     index: dict[str, int] = {}
     for parts in (*split_new, *split_old):
         for s in parts:
             index.setdefault(s, len(index))
-    out = np.full(len(newer), -1.0)
-    if not index:
-        return out
-    vec = np.asarray(embed(list(index)), np.float32)
-    for i, (a, b) in enumerate(zip(split_new, split_old, strict=True)):
-        if a and b:
-            sim = vec[[index[s] for s in a]] @ vec[[index[s] for s in b]].T
-            out[i] = float(sim.max(axis=1).mean())
-    return out
+    vec = np.asarray(embed(list(index)), np.float32) if index else np.zeros((0, 0), np.float32)
+    return split_new, split_old, index, vec
