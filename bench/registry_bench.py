@@ -43,7 +43,7 @@ import psycopg2
 from dedup_tasks.fingerprint.minhash import MinHasher
 from dedup_tasks.registry import _bandblocks
 from dedup_tasks.registry import bloom as bloom_mod
-from dedup_tasks.registry._pgio import copy_in, u16_to_i16, u64_to_i64
+from dedup_tasks.registry._pgio import copy_in, u64_to_i64
 from dedup_tasks.registry.base import Fingerprints
 from dedup_tasks.registry.migrate import migrate
 from dedup_tasks.registry.postgres import PostgresRegistry, write_recent_run
@@ -82,10 +82,6 @@ def synthetic(rng: np.random.Generator, n: int, hasher: MinHasher) -> dict[str, 
         "sig": sig,
         "bands": hasher.band_keys(sig),
     }
-
-
-def _bands16(sim: np.ndarray) -> list[np.ndarray]:
-    return [u16_to_i16(((sim >> np.uint64(16 * i)) & np.uint64(0xFFFF)).astype(np.uint16)) for i in range(4)]
 
 
 def load(
