@@ -99,6 +99,16 @@ class DedupConfig:
     # or cut, not other names and amounts in one template).
     minhash_passage_min_coverage: float = 0.55
     minhash_max_scattered: float = 0.15
+    # Inside a sentence one text has and the other lacks, common 5-grams of the language ("ofthe",
+    # "ation") occur in the other text by chance: a stretch of fewer than minhash_passage_bridge shared
+    # positions between two misses is part of the run around it, not shared text, so an inserted or cut
+    # sentence stays one passage instead of short "scattered" runs (English copies with a sentence
+    # inserted and another cut or truncated, J 0.5-0.7). And what the two texts share must itself come
+    # in passages: at least minhash_passage_min_shared of each one's shared positions in stretches of
+    # candidates.LONG_RUN; a retelling of the same story shares phrases between its own wording.
+    # docs/near-copies.md, session 9.
+    minhash_passage_bridge: int = 2
+    minhash_passage_min_shared: float = 0.85
     # In a Chinese text of at least simhash_min_chars, a run of at least minhash_passage_run_zh 5-gram
     # positions that is *added* on one side (an inserted or cut sentence: in the other text its
     # neighbours are adjacent) is a passage too, not only runs of candidates.LONG_RUN (20: a span of 16
@@ -305,6 +315,8 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "simhash_min_chars": (0, None),
     "minhash_short_plain_chars": (0, None),
     "minhash_passage_run_zh": (1, None),
+    "minhash_passage_bridge": (0, 19),  # a bridge of LONG_RUN or more would swallow shared passages
+    "minhash_passage_min_shared": (0.0, 1.0),
     "simhash_word_ngram": (1, 16),
     "minhash_num_perm": (1, 4096),
     "minhash_bands": (1, None),

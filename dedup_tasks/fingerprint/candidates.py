@@ -85,6 +85,8 @@ class Verifier:
     facts_min_in_place: int = 0
     additions_passage_min_jaccard: float = 2.0  # off
     additions_passage_min_coverage: float = 1.0
+    passage_bridge: int = 0  # off
+    passage_min_shared: float = 0.0  # off
 
     @property
     def rule(self) -> np.ndarray:
@@ -92,7 +94,7 @@ class Verifier:
             self.accept_jaccard, self.min_jaccard, self.min_coverage, self.additions_min_jaccard,
             self.passage_min_coverage, self.max_scattered, LONG_RUN, self.facts_min_new, self.facts_min_share,
             self.facts_max_jaccard, self.facts_min_in_place, self.additions_passage_min_jaccard,
-            self.additions_passage_min_coverage,
+            self.additions_passage_min_coverage, self.passage_bridge, self.passage_min_shared,
         ])  # fmt: skip
 
     def accepts(self, jaccard, covers_newer, covers_earlier, strict=np.nan):
@@ -205,7 +207,7 @@ def _exact_jaccard(hashes, offsets, table, a, b):
 
 
 @njit(cache=True)
-def _scattered(hashes, offsets, table, d, o, other_bit, long_run, added_run):
+def _scattered(hashes, offsets, table, d, o, other_bit, long_run, added_run, bridge):
     """Share of document d's shingle positions (in text order) that miss the other document's set
     in runs shorter than ``long_run``: differences scattered through the text (other names and
     amounts in one template, dense typos) rather than whole passages added or cut.
@@ -218,6 +220,11 @@ def _scattered(hashes, offsets, table, d, o, other_bit, long_run, added_run):
     replaces one on the other side, in runs as long on both. Where o is located by shingles that
     occur once in o, followed along the shared stretch next to the run (a repeated name there); a
     run with no such anchor before or after it, up to the next difference, is not known to be added.
+
+    A stretch of fewer than ``bridge`` shared positions between two misses belongs to the run around
+    it: inside a sentence the other text does not have, common 5-grams of the language ("ofthe",
+    "ation") now and then occur in the other text by chance, and would cut an inserted or deleted
+    sentence into short runs that look like scattered edits (0 turns this off).
 
     Reads the pair ``_overlap`` last put in ``table`` (d and o its two documents; ``other_bit`` the
     membership bit of o)."""
@@ -239,7 +246,8 @@ def _scattered(hashes, offsets, table, d, o, other_bit, long_run, added_run):
     # o's position of the shared 5-gram before position i: an anchor, or one followed along the shared
     # stretch since; -5 a virtual one before o's start; REPEATED unknown.
     before = np.int64(-5)
-    for i in range(lo, hi + 1):
+    i = lo
+    while i <= hi:
         hit = True
         slot = 0
         if i < hi:
@@ -247,7 +255,16 @@ def _scattered(hashes, offsets, table, d, o, other_bit, long_run, added_run):
             hit = (bits[slot] & other_bit) != 0
         if not hit:
             run += 1
+            i += 1
             continue
+        if run > 0 and bridge > 0 and i < hi:
+            j = i + 1
+            while j < hi and j - i < bridge and (bits[_slot(values, stamps, gen, mask, hashes[j])] & other_bit) != 0:
+                j += 1
+            if j < hi and j - i < bridge:
+                run += j - i
+                i = j
+                continue
         at = before + 1 if before != REPEATED else REPEATED
         if added:
             at = _anchor_at(hashes, values, stamps, bits, pos, gen, mask, i, hi, other_bit, size_o) if run > 0 else (
@@ -259,7 +276,32 @@ def _scattered(hashes, offsets, table, d, o, other_bit, long_run, added_run):
                 short += run
         run = 0
         before = at
+        i += 1
     return short / (hi - lo) if hi > lo else 0.0
+
+
+@njit(cache=True)
+def _shared_in_passages(hashes, offsets, table, d, other_bit, long_run):
+    """Share of document d's shingle positions found in the other document that lie in stretches of
+    at least ``long_run`` consecutive shared positions. What a copy shares with its source is whole
+    passages between the edits; a retelling of the same story shares phrases ("the world bank said")
+    between its own wording. Reads the pair ``_overlap`` last put in ``table``."""
+    values, stamps, bits, state, _ = table
+    gen = np.int32(state[0])
+    mask = state[1]
+    lo, hi = offsets[d], offsets[d + 1]
+    stretch = 0
+    shared = 0
+    in_passages = 0
+    for i in range(lo, hi + 1):
+        if i < hi and (bits[_slot(values, stamps, gen, mask, hashes[i])] & other_bit) != 0:
+            stretch += 1
+            continue
+        shared += stretch
+        if stretch >= long_run:
+            in_passages += stretch
+        stretch = 0
+    return in_passages / shared if shared > 0 else 0.0
 
 
 @njit(cache=True)
@@ -289,11 +331,25 @@ def _passage_candidate(j, c_new, c_old, strict, rule):
 @njit(cache=True)
 def _by_passages(hashes, offsets, table, d, c, rule, added_run):
     """The passage rule on the pair (d, c) that ``_overlap(..., d, c)`` last put in ``table``: runs of
-    ``LONG_RUN`` positions are passages, added ones from ``added_run`` (the newer row's ``runs``)."""
+    ``LONG_RUN`` positions are passages, added ones from ``added_run`` (the newer row's ``runs``). A pair
+    whose differences are passages only once chance matches are bridged (``passage_bridge``) must also
+    share passages: ``passage_min_shared`` of each one's shared positions in stretches of ``added_run``
+    (a Chinese passage is shorter in characters, as for added runs)."""
     long_run = int(rule[6])
+    if (
+        _scattered(hashes, offsets, table, d, c, IN_B, long_run, added_run, 0) <= rule[5]
+        and _scattered(hashes, offsets, table, c, d, IN_A, long_run, added_run, 0) <= rule[5]
+    ):
+        return True
+    bridge = int(rule[13])
+    # Bridged, the runs say less about a retelling (its own wording is one long run too), so the pair
+    # must also share whole passages.
     return (
-        _scattered(hashes, offsets, table, d, c, IN_B, long_run, added_run) <= rule[5]
-        and _scattered(hashes, offsets, table, c, d, IN_A, long_run, added_run) <= rule[5]
+        bridge > 0
+        and _scattered(hashes, offsets, table, d, c, IN_B, long_run, added_run, bridge) <= rule[5]
+        and _scattered(hashes, offsets, table, c, d, IN_A, long_run, added_run, bridge) <= rule[5]
+        and _shared_in_passages(hashes, offsets, table, d, IN_B, added_run) >= rule[14]
+        and _shared_in_passages(hashes, offsets, table, c, IN_A, added_run) >= rule[14]
     )
 
 
@@ -315,13 +371,11 @@ def verify_pairs(
         & (((jac >= rule[1]) & (np.minimum(covers_newer, covers_earlier) >= rule[4])) | ((jac >= rule[11]) & (covers_earlier >= rule[12])))
     )  # fmt: skip
     if len(maybe):
-        long_run = int(rule[6])
-        added = long_run if runs is None else np.asarray(runs, np.int64)[maybe]
-        scattered = np.maximum(
-            pair_scattered(hashes, offsets, newer[maybe], earlier[maybe], long_run, added),
-            pair_scattered(hashes, offsets, earlier[maybe], newer[maybe], long_run, added),
-        )
-        ok[maybe] = scattered <= rule[5]
+        added = np.broadcast_to(np.asarray(int(rule[6]) if runs is None else np.asarray(runs, np.int64)[maybe], np.int64), maybe.shape)
+        ok[maybe] = _pair_by_passages(
+            np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(newer, np.int64)[maybe],
+            np.asarray(earlier, np.int64)[maybe], rule, np.ascontiguousarray(added),
+        )  # fmt: skip
     if numbers is not None:
         ok = facts_veto(verifier, numbers, newer, earlier, jac, ok, strict)
     return ok, jac, covers_newer, covers_earlier
@@ -350,25 +404,57 @@ def facts_veto(
 
 def pair_scattered(
     hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, long_run: int = LONG_RUN,
-    added_run: int | np.ndarray | None = None,
+    added_run: int | np.ndarray | None = None, bridge: int = 0,
 ) -> np.ndarray:
     """``_scattered`` of each pair (a[i] against b[i]); ``added_run`` one length or one per pair
-    (None: ``long_run``, every run under it scattered)."""
+    (None: ``long_run``, every run under it scattered); ``bridge`` as the verifier's ``passage_bridge``."""
     a = np.asarray(a, np.int64)
     added = np.broadcast_to(np.asarray(long_run if added_run is None else added_run, np.int64), a.shape)
     return _pair_scattered(
         np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), a, np.asarray(b, np.int64), int(long_run),
-        np.ascontiguousarray(added),
+        np.ascontiguousarray(added), int(bridge),
     )
 
 
+def pair_shared_in_passages(
+    hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, long_run: int = LONG_RUN
+) -> np.ndarray:
+    """``_shared_in_passages`` of each pair: the share of a[i]'s positions shared with b[i] that lie
+    in shared stretches of at least ``long_run``."""
+    return _pair_shared_in_passages(
+        np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(a, np.int64),
+        np.asarray(b, np.int64), int(long_run),
+    )  # fmt: skip
+
+
 @njit(cache=True)
-def _pair_scattered(hashes, offsets, a, b, long_run, added_run):
+def _pair_scattered(hashes, offsets, a, b, long_run, added_run, bridge):
     table = _pair_table(offsets)
     out = np.zeros(len(a))
     for i in range(len(a)):
         _overlap(hashes, offsets, table, a[i], b[i])
-        out[i] = _scattered(hashes, offsets, table, a[i], b[i], IN_B, long_run, added_run[i])
+        out[i] = _scattered(hashes, offsets, table, a[i], b[i], IN_B, long_run, added_run[i], bridge)
+    return out
+
+
+@njit(cache=True)
+def _pair_shared_in_passages(hashes, offsets, a, b, long_run):
+    table = _pair_table(offsets)
+    out = np.zeros(len(a))
+    for i in range(len(a)):
+        _overlap(hashes, offsets, table, a[i], b[i])
+        out[i] = _shared_in_passages(hashes, offsets, table, a[i], IN_B, long_run)
+    return out
+
+
+@njit(cache=True)
+def _pair_by_passages(hashes, offsets, newer, earlier, rule, added_run):
+    """``_by_passages`` of each (newer[i], earlier[i]): the in-batch stream's passage verdict."""
+    table = _pair_table(offsets)
+    out = np.zeros(len(newer), np.bool_)
+    for i in range(len(newer)):
+        _overlap(hashes, offsets, table, newer[i], earlier[i])
+        out[i] = _by_passages(hashes, offsets, table, newer[i], earlier[i], rule, added_run[i])
     return out
 
 

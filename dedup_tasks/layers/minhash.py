@@ -81,7 +81,7 @@ def verifier_of(cfg) -> Verifier:
         cfg.minhash_additions_min_jaccard, cfg.minhash_passage_min_coverage, cfg.minhash_max_scattered,
         cfg.minhash_facts_min_new, cfg.minhash_facts_min_share, cfg.minhash_facts_max_jaccard,
         cfg.minhash_facts_min_in_place, cfg.minhash_additions_passage_min_jaccard,
-        cfg.minhash_additions_passage_min_coverage,
+        cfg.minhash_additions_passage_min_coverage, cfg.minhash_passage_bridge, cfg.minhash_passage_min_shared,
     )  # fmt: skip
 
 

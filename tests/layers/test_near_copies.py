@@ -623,3 +623,71 @@ def test_a_short_text_doubled_by_an_inserted_sentence_is_a_copy_a_retelling_is_n
                 assert got[doc_id]["matched_doc_id"] == "first" and "(verified)" in got[doc_id]["reason"]
                 if across_hours:
                     assert stats["registry_verified_on_text"] >= 1
+
+
+def _passage_pair_hashes() -> tuple[np.ndarray, np.ndarray]:
+    """Rows: 0 an article of 300 positions; 1 its copy with 80 positions cut and an 80-position
+    sentence inserted, the sentence holding a chance match every 6 positions (common 5-grams of the
+    language found elsewhere in the article); 2 a retelling of row 3 (600 positions) that keeps a
+    25-position passage and a 10-position phrase of every 60, in its own words (with chance matches)
+    between them."""
+    base = np.arange(300, dtype=np.uint32)
+    sentence = np.arange(5000, 5080, dtype=np.uint32)
+    sentence[::6] = base[200:214]
+    copy = np.concatenate([base[:100], sentence, base[100:160], base[240:]])
+    story = np.arange(10_000, 10_600, dtype=np.uint32)
+    retelling = []
+    for k in range(0, 600, 60):  # the story's 60: a passage of 25, 20 left out, a phrase of 10, 5 left out
+        own = np.arange(20_000 + k, 20_025 + k, dtype=np.uint32)
+        # Chance matches: words the story has in another unit's left-out part.
+        other = (k + 60) % 600 + 25
+        own[[3, 9, 15]] = story[[other + 3, other + 9, other + 15]]
+        retelling += [story[k : k + 25], own[:20], story[k + 45 : k + 55], own[20:]]
+    rows = [base, copy, np.concatenate(retelling), story]
+    offsets = np.cumsum([0, *map(len, rows)]).astype(np.int64)
+    return np.concatenate(rows).astype(np.uint32), offsets
+
+
+def test_chance_matches_inside_an_inserted_sentence_are_bridged():
+    from dedup_tasks.fingerprint.candidates import LONG_RUN, pair_scattered
+
+    hashes, offsets = _passage_pair_hashes()
+    copy, article = np.array([1]), np.array([0])
+    plain = pair_scattered(hashes, offsets, copy, article, LONG_RUN)[0]
+    bridged = pair_scattered(hashes, offsets, copy, article, LONG_RUN, None, CONFIG.minhash_passage_bridge)[0]
+    # Unbridged, the chance matches cut the 40 inserted positions into runs of 5: all "scattered".
+    assert plain > CONFIG.minhash_max_scattered
+    assert bridged == 0.0
+
+
+def test_a_retelling_shares_phrases_and_a_copy_shares_passages():
+    from dedup_tasks.fingerprint.candidates import LONG_RUN, pair_shared_in_passages
+
+    hashes, offsets = _passage_pair_hashes()
+    article = np.array([0])
+    copy = pair_shared_in_passages(hashes, offsets, np.array([1]), article, LONG_RUN)[0]
+    retelling = pair_shared_in_passages(hashes, offsets, np.array([2]), np.array([3]), LONG_RUN)[0]
+    assert copy >= CONFIG.minhash_passage_min_shared
+    assert retelling < CONFIG.minhash_passage_min_shared
+
+
+def test_the_passage_rule_bridges_chance_matches_only_for_pairs_that_share_passages():
+    from dedup_tasks.fingerprint.candidates import verify_pairs
+    from dedup_tasks.layers.minhash import verifier_of
+
+    hashes, offsets = _passage_pair_hashes()
+    newer, earlier = np.array([1, 2]), np.array([0, 3])
+    nan = np.full(2, np.nan)
+    jac, covers_newer, covers_earlier = pair_overlap(hashes, offsets, newer, earlier)
+    # Both pairs are in the passage band: refused by the coverage rules, both coverages partial.
+    rule = verifier_of(CONFIG)
+    assert not rule.accepts(jac, covers_newer, covers_earlier).any()
+    assert (jac >= rule.min_jaccard).all() and (np.minimum(covers_newer, covers_earlier) >= rule.passage_min_coverage).all()
+    ok = verify_pairs(hashes, offsets, newer, earlier, rule, nan)[0]
+    assert ok.tolist() == [True, False]
+    # Without the bridge the copy is refused as scattered, as before.
+    ok = verify_pairs(hashes, offsets, newer, earlier, replace(rule, passage_bridge=0), nan)[0]
+    assert ok.tolist() == [False, False]
+    # The retelling only passes when its shared phrases are not asked to be passages.
+    ok = verify_pairs(hashes, offsets, newer, earlier, replace(rule, passage_min_shared=0.0), nan)[0]
+    assert ok.tolist() == [True, True]
