@@ -59,7 +59,7 @@ def _cpus() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def crawl(docs: int, hours: int, seed: int = 0, source: str = "eval") -> Path:
+def crawl(docs: int, hours: int, seed: int = 0, source: str = "eval", edits: str = "crawl") -> Path:
     """A generated crawl, cached under bench/work by its parameters.
 
     Benchmarks use the eval corpora (published numbers come from them) and refuse with
@@ -67,12 +67,13 @@ def crawl(docs: int, hours: int, seed: int = 0, source: str = "eval") -> Path:
     ``source="sample"`` asks for the shipped sample corpus on purpose: other texts (speeches, classical
     Chinese) than the news the thresholds were read on, a check that the bench is not too easy.
     """
-    from bench.generate import GENERATOR_VERSION, generate_crawl
+    from bench.generate import GENERATOR_VERSION, HARSH_EDITS, generate_crawl
 
-    suffix = "" if source == "eval" else f"-{source}"
+    suffix = ("" if source == "eval" else f"-{source}") + ("" if edits == "crawl" else f"-{edits}")
     root = WORK / f"crawl-{docs}x{hours}-seed{seed}-g{GENERATOR_VERSION}{suffix}"
     if not (root / "truth.parquet").exists():
-        generate_crawl(root, docs, hours=hours, seed=seed, source=source)
+        mix = HARSH_EDITS if edits == "harsh" else None
+        generate_crawl(root, docs, hours=hours, seed=seed, source=source, mix=mix)
     return root
 
 
@@ -122,12 +123,12 @@ def run_ours(root: Path, layers=CASCADE_LAYERS) -> tuple[pd.DataFrame, dict]:
     return pd.concat(decisions, ignore_index=True), {"seconds": seconds, "docs_per_s": rows / seconds, "layers": per_layer}
 
 
-def cmd_quality(size: str, seed: int, peers: list[str] | None, source: str = "eval") -> dict:
+def cmd_quality(size: str, seed: int, peers: list[str] | None, source: str = "eval", edits: str = "crawl") -> dict:
     from bench.peers import CONCURRENT_PEERS, available_peers, run_peers
     from bench.score import format_edit_band_table, format_near_table, format_table, score
 
     spec = SIZES[size]
-    root = crawl(spec["docs"], spec["hours"], seed, source)
+    root = crawl(spec["docs"], spec["hours"], seed, source, edits)
     truth = pd.read_parquet(root / "truth.parquet")
     _warm_up()
     results, speed = {}, {}
@@ -147,9 +148,9 @@ def cmd_quality(size: str, seed: int, peers: list[str] | None, source: str = "ev
     print(format_near_table(results["crawl-dedup"]))
     print(format_edit_band_table(results["crawl-dedup"]))
     print("docs/s: " + ", ".join(f"{k} {v['docs_per_s']:,.0f}" for k, v in speed.items()))
-    data = {"size": size, "seed": seed, "source": source, "docs": len(docs), "hours": spec["hours"], "results": results, "speed": speed, "table": table,
+    data = {"size": size, "seed": seed, "source": source, "edits": edits, "docs": len(docs), "hours": spec["hours"], "results": results, "speed": speed, "table": table,
             "edit_band_table": format_edit_band_table(results["crawl-dedup"])}
-    write_result(f"quality-{size}" + ("" if source == "eval" else f"-{source}"), data)
+    write_result(f"quality-{size}" + ("" if source == "eval" else f"-{source}") + ("" if edits == "crawl" else f"-{edits}"), data)
     return data
 
 
@@ -392,6 +393,11 @@ def main(argv: list[str] | None = None) -> int:
             "--corpus", choices=("eval", "sample"), default="eval",
             help="eval: the evaluation news corpora (published numbers); sample: the shipped sample corpus, other texts",
         )
+        p.add_argument(
+            "--edits", choices=("crawl", "harsh"), default="crawl",
+            help="crawl: 1-3 edits per near copy, typos at 0.3-2.5%% of characters (published numbers); "
+            "harsh: 2-4 edits, typos at 1-5%%, a robustness check no threshold is read on",
+        )
     p = sub.add_parser("throughput")
     p.add_argument("--docs", type=int, nargs="+", default=[20_000])
     p.add_argument("--seed", type=int, default=0)
@@ -459,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     # "--peers none": ours only.
     peers = [p for p in args.peers.split(",") if p != "none"] if args.peers else None
     started = time.perf_counter()
-    cmd_quality(args.size, args.seed, peers, args.corpus)
+    cmd_quality(args.size, args.seed, peers, args.corpus, args.edits)
     if args.command == "all":
         cmd_throughput(SIZES[args.size]["throughput_docs"], args.seed)
     print(f"bench {args.command} --size {args.size}: {time.perf_counter() - started:.0f} s")

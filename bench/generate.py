@@ -121,6 +121,10 @@ NEAR_BANDS: tuple[tuple[float, float], ...] = ((0.5, 0.7), (0.7, 0.8), (0.8, 0.9
 # 3: originals that retell an earlier story are labelled corpus_copy (same documents as 2).
 GENERATOR_VERSION = 3
 TYPO_RATE = (0.003, 0.025)  # share of characters a "typos" edit gets wrong
+# Harsher edits than a crawl's usual copies, for a robustness check that no threshold is read on
+# (`python -m bench quality --edits harsh`): two to four edits per near copy, typos at 1-5% of
+# characters (a poor OCR), twice as many per unit of strength.
+HARSH_EDITS = {"min_edits": 2, "max_edits": 4, "typo_rate_min": 0.01, "typo_rate_max": 0.05, "typo_rate_per_strength": 0.016}
 TRACKING_PARAMS = ("gclid", "fbclid")  # plus every utm_* parameter
 
 CRAWL_SCHEMA = pa.schema(
@@ -172,6 +176,13 @@ class Mix:
     copy_of_copy: float = 0.1  # share of exact/near copies naming an identical copy as source
     # Target Jaccard bands of near copies and their weights: most mass in 0.7-1.0.
     near_band_weights: tuple[float, ...] = (0.15, 0.20, 0.30, 0.35)
+    # Edits per near copy (drawn evenly from min_edits..max_edits) and the character rate of a
+    # "typos" edit: typo_rate_per_strength x the edit strength, clipped to [typo_rate_min, typo_rate_max].
+    min_edits: int = 1
+    max_edits: int = 3
+    typo_rate_min: float = TYPO_RATE[0]
+    typo_rate_max: float = TYPO_RATE[1]
+    typo_rate_per_strength: float = 0.008
 
     def __post_init__(self) -> None:
         shares = [getattr(self, k) for k in KINDS]
@@ -181,6 +192,10 @@ class Mix:
             )
         if len(self.near_band_weights) != len(NEAR_BANDS):
             raise ValueError("near_band_weights needs one weight per NEAR_BANDS entry")
+        if not 1 <= self.min_edits <= self.max_edits:
+            raise ValueError(f"need 1 <= min_edits <= max_edits, got {self.min_edits}..{self.max_edits}")
+        if not 0 <= self.typo_rate_min <= self.typo_rate_max <= 1:
+            raise ValueError(f"need 0 <= typo_rate_min <= typo_rate_max <= 1, got {self.typo_rate_min}..{self.typo_rate_max}")
 
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, float]) -> Mix:
@@ -823,8 +838,9 @@ EDITS_ALL = (
 class _Editor:
     """Applies near-copy edits to a source layout with a strength knob ``s`` (about 0.1-3)."""
 
-    def __init__(self, lang: str, pool: Sequence[str], rng: random.Random) -> None:
+    def __init__(self, lang: str, pool: Sequence[str], rng: random.Random, mix: Mix | None = None) -> None:
         self.lang, self.pool, self.rng = lang, pool, rng
+        self.mix = mix or Mix()
 
     def applicable(self, layout: _Layout) -> list[str]:
         n_sent = sum(len(p) for p in layout.paragraphs)
@@ -887,8 +903,9 @@ class _Editor:
                 i, j = rng.sample(range(len(paras)), 2)
                 paras[i], paras[j] = paras[j], paras[i]
             elif edit == "typos":
-                # A character rate in both languages, 0.3-2.5% (re-typed and OCR'd copies).
-                rate = min(TYPO_RATE[1], max(TYPO_RATE[0], 0.008 * s))
+                # A character rate in both languages, 0.3-2.5% by default (re-typed and OCR'd copies).
+                mix = self.mix
+                rate = min(mix.typo_rate_max, max(mix.typo_rate_min, mix.typo_rate_per_strength * s))
                 typo = _typo_zh if lang == "zh" else _typo_chars_en
                 paras = [[typo(x, rate, rng) for x in p] for p in paras]
             elif edit == "whitespace_punct":
@@ -941,7 +958,7 @@ class _Generator:
         }
         site_rng = random.Random(f"{seed}:sites")
         self.sites = {lang: _make_sites(lang, corpus.sentences[lang], site_rng) for lang in ("en", "zh")}
-        self.editors = {lang: _Editor(lang, corpus.sentences[lang], self.edit_rng) for lang in ("en", "zh")}
+        self.editors = {lang: _Editor(lang, corpus.sentences[lang], self.edit_rng, mix) for lang in ("en", "zh")}
         self.docs: list[_Doc] = []
         self.ids: set[str] = set()
         self.keys: dict[int, str] = {}  # exact key -> cluster_id
@@ -1271,8 +1288,8 @@ class _Generator:
         applicable = editor.applicable(origin.layout)
         best: tuple[float, str | None, str, tuple[str, ...], int, float] | None = None
         for _ in range(10):
-            # One to three edits in every band, as copies in a crawl come.
-            n_edits = rng.choice((1, 2, 3))
+            # One to three edits in every band by default, as copies in a crawl come.
+            n_edits = rng.choice(range(self.mix.min_edits, self.mix.max_edits + 1))
             edits = tuple(sorted(rng.sample(applicable, min(n_edits, len(applicable))), key=EDITS_ALL.index))
             title, content = editor.apply(origin.title, origin.layout, edits, s, mirror, origin.site_obj.name)
             key = exact_key(title, content)

@@ -391,3 +391,15 @@ def test_sample_source_needs_no_evaluation_data(
     assert {k for k, n in summary["kind_counts"].items() if n} == set(KINDS) - {"corpus_dup"}
     truth = pd.read_parquet(tmp_path / "out" / "truth.parquet")
     assert len(truth) == 300
+
+
+def test_harsh_edits_take_two_to_four_edits_and_denser_typos(mini_data_dir: Path, tmp_path: Path) -> None:
+    from bench.generate import HARSH_EDITS
+
+    harsh = generate_crawl(tmp_path / "harsh", 400, seed=3, data_dir=mini_data_dir, mix=HARSH_EDITS)
+    near = pd.read_parquet(harsh.truth_path).query("kind == 'near_copy'")
+    assert set(near["edits"].map(len)) <= {2, 3, 4} and (near["edits"].map(len) == 4).any()
+    with pytest.raises(ValueError):
+        Mix(min_edits=3, max_edits=2)
+    with pytest.raises(ValueError):
+        Mix(typo_rate_min=0.05, typo_rate_max=0.01)
