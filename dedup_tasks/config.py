@@ -109,6 +109,7 @@ class DedupConfig:
     # docs/near-copies.md, session 9.
     minhash_passage_bridge: int = 2
     minhash_passage_min_shared: float = 0.85
+    minhash_passage_typo_run: int = 5
     # In a Chinese text of at least simhash_min_chars, a run of at least minhash_passage_run_zh 5-gram
     # positions that is *added* on one side (an inserted or cut sentence: in the other text its
     # neighbours are adjacent) is a passage too, not only runs of candidates.LONG_RUN (20: a span of 16
@@ -317,6 +318,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "minhash_passage_run_zh": (1, None),
     "minhash_passage_bridge": (0, 19),  # a bridge of LONG_RUN or more would swallow shared passages
     "minhash_passage_min_shared": (0.0, 1.0),
+    "minhash_passage_typo_run": (0, 19),
     "simhash_word_ngram": (1, 16),
     "minhash_num_perm": (1, 4096),
     "minhash_bands": (1, None),

@@ -87,6 +87,7 @@ class Verifier:
     additions_passage_min_coverage: float = 1.0
     passage_bridge: int = 0  # off
     passage_min_shared: float = 0.0  # off
+    passage_typo_run: int = 0  # off
 
     @property
     def rule(self) -> np.ndarray:
@@ -94,7 +95,7 @@ class Verifier:
             self.accept_jaccard, self.min_jaccard, self.min_coverage, self.additions_min_jaccard,
             self.passage_min_coverage, self.max_scattered, LONG_RUN, self.facts_min_new, self.facts_min_share,
             self.facts_max_jaccard, self.facts_min_in_place, self.additions_passage_min_jaccard,
-            self.additions_passage_min_coverage, self.passage_bridge, self.passage_min_shared,
+            self.additions_passage_min_coverage, self.passage_bridge, self.passage_min_shared, self.passage_typo_run,
         ])  # fmt: skip
 
     def accepts(self, jaccard, covers_newer, covers_earlier, strict=np.nan):
@@ -207,7 +208,7 @@ def _exact_jaccard(hashes, offsets, table, a, b):
 
 
 @njit(cache=True)
-def _scattered(hashes, offsets, table, d, o, other_bit, long_run, added_run, bridge):
+def _scattered(hashes, offsets, table, d, o, other_bit, long_run, added_run, bridge, typo_run):
     """Share of document d's shingle positions (in text order) that miss the other document's set
     in runs shorter than ``long_run``: differences scattered through the text (other names and
     amounts in one template, dense typos) rather than whole passages added or cut.
@@ -221,8 +222,9 @@ def _scattered(hashes, offsets, table, d, o, other_bit, long_run, added_run, bri
     occur once in o, followed along the shared stretch next to the run (a repeated name there); a
     run with no such anchor before or after it, up to the next difference, is not known to be added.
 
-    A stretch of fewer than ``bridge`` shared positions between two misses belongs to the run around
-    it: inside a sentence the other text does not have, common 5-grams of the language ("ofthe",
+    Runs of at most ``typo_run`` positions (one character typed wrong, added or dropped: the 5-grams
+    that hold it) are not counted (0: every run under ``long_run`` is). A stretch of fewer than
+    ``bridge`` shared positions between two misses belongs to the run around it: inside a sentence the other text does not have, common 5-grams of the language ("ofthe",
     "ation") now and then occur in the other text by chance, and would cut an inserted or deleted
     sentence into short runs that look like scattered edits (0 turns this off).
 
@@ -270,7 +272,7 @@ def _scattered(hashes, offsets, table, d, o, other_bit, long_run, added_run, bri
             at = _anchor_at(hashes, values, stamps, bits, pos, gen, mask, i, hi, other_bit, size_o) if run > 0 else (
                 pos[slot] if i < hi and pos[slot] >= 0 else at
             )
-        if 0 < run < long_run:
+        if typo_run < run < long_run:
             one_sided = before != REPEATED and at != REPEATED and 2 * (at - before - 5) < run - 4
             if not (added and run >= added_run and one_sided):
                 short += run
@@ -281,26 +283,31 @@ def _scattered(hashes, offsets, table, d, o, other_bit, long_run, added_run, bri
 
 
 @njit(cache=True)
-def _shared_in_passages(hashes, offsets, table, d, other_bit, long_run):
+def _shared_in_passages(hashes, offsets, table, d, other_bit, long_run, typo_run):
     """Share of document d's shingle positions found in the other document that lie in stretches of
     at least ``long_run`` consecutive shared positions. What a copy shares with its source is whole
     passages between the edits; a retelling of the same story shares phrases ("the world bank said")
-    between its own wording. Reads the pair ``_overlap`` last put in ``table``."""
+    between its own wording. A stretch goes on over a run of at most ``typo_run`` misses (a typo in
+    the passage). Reads the pair ``_overlap`` last put in ``table``."""
     values, stamps, bits, state, _ = table
     gen = np.int32(state[0])
     mask = state[1]
     lo, hi = offsets[d], offsets[d + 1]
     stretch = 0
+    gap = 0
     shared = 0
     in_passages = 0
     for i in range(lo, hi + 1):
         if i < hi and (bits[_slot(values, stamps, gen, mask, hashes[i])] & other_bit) != 0:
             stretch += 1
+            gap = 0
             continue
-        shared += stretch
-        if stretch >= long_run:
-            in_passages += stretch
-        stretch = 0
+        gap += 1
+        if gap > typo_run or i == hi:
+            shared += stretch
+            if stretch >= long_run:
+                in_passages += stretch
+            stretch = 0
     return in_passages / shared if shared > 0 else 0.0
 
 
@@ -337,19 +344,22 @@ def _by_passages(hashes, offsets, table, d, c, rule, added_run):
     (a Chinese passage is shorter in characters, as for added runs)."""
     long_run = int(rule[6])
     if (
-        _scattered(hashes, offsets, table, d, c, IN_B, long_run, added_run, 0) <= rule[5]
-        and _scattered(hashes, offsets, table, c, d, IN_A, long_run, added_run, 0) <= rule[5]
+        _scattered(hashes, offsets, table, d, c, IN_B, long_run, added_run, 0, 0) <= rule[5]
+        and _scattered(hashes, offsets, table, c, d, IN_A, long_run, added_run, 0, 0) <= rule[5]
     ):
         return True
     bridge = int(rule[13])
-    # Bridged, the runs say less about a retelling (its own wording is one long run too), so the pair
-    # must also share whole passages.
+    # Only where a passage is shorter (a long Chinese text): there a wrong character is a wrong word, while
+    # English retellings differ in short words ("a" / "the") that a typo tolerance would heal.
+    typo_run = int(rule[15]) if added_run < long_run else 0
+    # Bridged (and over typos), the runs say less about a retelling (its own wording is one long run
+    # too), so the pair must also share whole passages.
     return (
-        bridge > 0
-        and _scattered(hashes, offsets, table, d, c, IN_B, long_run, added_run, bridge) <= rule[5]
-        and _scattered(hashes, offsets, table, c, d, IN_A, long_run, added_run, bridge) <= rule[5]
-        and _shared_in_passages(hashes, offsets, table, d, IN_B, added_run) >= rule[14]
-        and _shared_in_passages(hashes, offsets, table, c, IN_A, added_run) >= rule[14]
+        (bridge > 0 or typo_run > 0)
+        and _scattered(hashes, offsets, table, d, c, IN_B, long_run, added_run, bridge, typo_run) <= rule[5]
+        and _scattered(hashes, offsets, table, c, d, IN_A, long_run, added_run, bridge, typo_run) <= rule[5]
+        and _shared_in_passages(hashes, offsets, table, d, IN_B, added_run, typo_run) >= rule[14]
+        and _shared_in_passages(hashes, offsets, table, c, IN_A, added_run, typo_run) >= rule[14]
     )
 
 
@@ -404,46 +414,46 @@ def facts_veto(
 
 def pair_scattered(
     hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, long_run: int = LONG_RUN,
-    added_run: int | np.ndarray | None = None, bridge: int = 0,
+    added_run: int | np.ndarray | None = None, bridge: int = 0, typo_run: int = 0,
 ) -> np.ndarray:
     """``_scattered`` of each pair (a[i] against b[i]); ``added_run`` one length or one per pair
-    (None: ``long_run``, every run under it scattered); ``bridge`` as the verifier's ``passage_bridge``."""
+    (None: ``long_run``, every run under it scattered); ``bridge`` and ``typo_run`` as the verifier's."""
     a = np.asarray(a, np.int64)
     added = np.broadcast_to(np.asarray(long_run if added_run is None else added_run, np.int64), a.shape)
     return _pair_scattered(
         np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), a, np.asarray(b, np.int64), int(long_run),
-        np.ascontiguousarray(added), int(bridge),
+        np.ascontiguousarray(added), int(bridge), int(typo_run),
     )
 
 
 def pair_shared_in_passages(
-    hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, long_run: int = LONG_RUN
+    hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, long_run: int = LONG_RUN, typo_run: int = 0
 ) -> np.ndarray:
     """``_shared_in_passages`` of each pair: the share of a[i]'s positions shared with b[i] that lie
     in shared stretches of at least ``long_run``."""
     return _pair_shared_in_passages(
         np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(a, np.int64),
-        np.asarray(b, np.int64), int(long_run),
+        np.asarray(b, np.int64), int(long_run), int(typo_run),
     )  # fmt: skip
 
 
 @njit(cache=True)
-def _pair_scattered(hashes, offsets, a, b, long_run, added_run, bridge):
+def _pair_scattered(hashes, offsets, a, b, long_run, added_run, bridge, typo_run):
     table = _pair_table(offsets)
     out = np.zeros(len(a))
     for i in range(len(a)):
         _overlap(hashes, offsets, table, a[i], b[i])
-        out[i] = _scattered(hashes, offsets, table, a[i], b[i], IN_B, long_run, added_run[i], bridge)
+        out[i] = _scattered(hashes, offsets, table, a[i], b[i], IN_B, long_run, added_run[i], bridge, typo_run)
     return out
 
 
 @njit(cache=True)
-def _pair_shared_in_passages(hashes, offsets, a, b, long_run):
+def _pair_shared_in_passages(hashes, offsets, a, b, long_run, typo_run):
     table = _pair_table(offsets)
     out = np.zeros(len(a))
     for i in range(len(a)):
         _overlap(hashes, offsets, table, a[i], b[i])
-        out[i] = _shared_in_passages(hashes, offsets, table, a[i], IN_B, long_run)
+        out[i] = _shared_in_passages(hashes, offsets, table, a[i], IN_B, long_run, typo_run)
     return out
 
 

@@ -82,6 +82,7 @@ def verifier_of(cfg) -> Verifier:
         cfg.minhash_facts_min_new, cfg.minhash_facts_min_share, cfg.minhash_facts_max_jaccard,
         cfg.minhash_facts_min_in_place, cfg.minhash_additions_passage_min_jaccard,
         cfg.minhash_additions_passage_min_coverage, cfg.minhash_passage_bridge, cfg.minhash_passage_min_shared,
+        cfg.minhash_passage_typo_run,
     )  # fmt: skip
 
 

@@ -691,3 +691,44 @@ def test_the_passage_rule_bridges_chance_matches_only_for_pairs_that_share_passa
     # The retelling only passes when its shared phrases are not asked to be passages.
     ok = verify_pairs(hashes, offsets, newer, earlier, replace(rule, passage_min_shared=0.0), nan)[0]
     assert ok.tolist() == [True, True]
+
+
+def _typed_copy_hashes() -> tuple[np.ndarray, np.ndarray]:
+    """Rows: 0 an article of 400 positions; 1 a copy with a character typed wrong every 20 positions
+    (each wrong character replaces the 5 5-grams that hold it) and its last 80 positions cut."""
+    base = np.arange(400, dtype=np.uint32)
+    typed = base[:320].copy()
+    for start in range(10, 315, 20):
+        typed[start : start + 5] = 9000 + np.arange(start, start + 5)
+    offsets = np.array([0, 400, 720], np.int64)
+    return np.concatenate([base, typed]).astype(np.uint32), offsets
+
+
+def test_typo_runs_are_not_scattered_and_do_not_break_a_passage():
+    from dedup_tasks.fingerprint.candidates import LONG_RUN, pair_scattered, pair_shared_in_passages
+
+    hashes, offsets = _typed_copy_hashes()
+    copy, article = np.array([1]), np.array([0])
+    typo = CONFIG.minhash_passage_typo_run
+    assert pair_scattered(hashes, offsets, copy, article, LONG_RUN)[0] > CONFIG.minhash_max_scattered
+    assert pair_scattered(hashes, offsets, copy, article, LONG_RUN, None, 0, typo)[0] == 0.0
+    # Between two typos 15 positions are shared: phrases, unless a typo is a gap in one passage.
+    assert pair_shared_in_passages(hashes, offsets, copy, article, LONG_RUN)[0] == 0.0
+    assert pair_shared_in_passages(hashes, offsets, copy, article, LONG_RUN, typo)[0] == 1.0
+
+
+def test_typo_tolerance_is_for_long_chinese_texts_only():
+    from dedup_tasks.fingerprint.candidates import LONG_RUN, verify_pairs
+    from dedup_tasks.layers.minhash import verifier_of
+
+    hashes, offsets = _typed_copy_hashes()
+    newer, earlier = np.array([1]), np.array([0])
+    jac, covers_newer, covers_earlier = pair_overlap(hashes, offsets, newer, earlier)
+    rule = verifier_of(CONFIG)
+    assert not rule.accepts(jac, covers_newer, covers_earlier).any() and jac[0] >= rule.min_jaccard
+    nan = np.full(1, np.nan)
+    zh_run = np.array([CONFIG.minhash_passage_run_zh])
+    assert verify_pairs(hashes, offsets, newer, earlier, rule, nan, runs=zh_run)[0].tolist() == [True]
+    assert verify_pairs(hashes, offsets, newer, earlier, replace(rule, passage_typo_run=0), nan, runs=zh_run)[0].tolist() == [False]
+    # An English text (passages of LONG_RUN): one-letter differences are also how retellings differ.
+    assert verify_pairs(hashes, offsets, newer, earlier, rule, nan, runs=np.array([LONG_RUN]))[0].tolist() == [False]
