@@ -148,9 +148,13 @@ class DedupConfig:
     # value, num_perm * b / 8 bytes), from which only the Jaccard can be estimated, so every registered
     # candidate estimated >= 0.4 is verified on its text read back from its published partition, and
     # kept (TEXT_UNVERIFIED_REASON) where that text is not found. minhash_registry_bands: the registry
-    # stores and probes only the first K of the minhash_bands bands (0: all); the batch uses all.
-    registry_signature_bits: int = 32
-    minhash_registry_bands: int = 0
+    # stores and probes only the first K of the minhash_bands bands (0 or more than there are: all); the
+    # batch uses all.
+    # Defaults: the fewest bytes that kept every issue-#17 bar on both seeds of `bench quality --size
+    # hours3`, on the whole crawl and on the near copies of earlier hours alone (docs/registry.md,
+    # "Schema 9": 1 bit and 16 bands; K 12 fell to 0.90 there, K 8 to 0.81).
+    registry_signature_bits: int = 1
+    minhash_registry_bands: int = 16
     zh_shingle_chars: int = 5
     # English shingles: "chars" (character n-grams of zh_shingle_chars, spaces dropped: a typo breaks
     # five of them, not every word n-gram holding the word) or "words" (en_shingle_words-grams).
@@ -222,8 +226,6 @@ class DedupConfig:
                 f"minhash_bands * minhash_rows ({self.minhash_bands} * {self.minhash_rows}) must not exceed"
                 f" minhash_num_perm ({self.minhash_num_perm})"
             )
-        if self.minhash_registry_bands > self.minhash_bands:
-            raise ConfigError(f"minhash_registry_bands ({self.minhash_registry_bands}) must not exceed minhash_bands ({self.minhash_bands})")
         if self.registry_signature_bits < 32 and (self.minhash_num_perm * self.registry_signature_bits) % 16:
             # A b-bit row is told from the lossless (odd) and raw (4 * num_perm) ones by its even length.
             raise ConfigError("registry_signature_bits < 32 needs minhash_num_perm * registry_signature_bits to be a multiple of 16")
@@ -298,8 +300,8 @@ class DedupConfig:
 
     @property
     def registry_bands(self) -> int:
-        """How many of the MinHash bands the registry stores and probes (the first K)."""
-        return self.minhash_registry_bands or self.minhash_bands
+        """How many of the MinHash bands the registry stores and probes: the first K, at most all of them."""
+        return min(self.minhash_registry_bands or self.minhash_bands, self.minhash_bands)
 
     def layer_enabled(self, name: str) -> bool:
         return name in self.layers
