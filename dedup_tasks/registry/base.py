@@ -53,7 +53,7 @@ class Fingerprints:
 
     def take(self, index: np.ndarray) -> Fingerprints:
         return Fingerprints(
-            **{name: value if value is None or isinstance(value, int) else value[index] for name, value in self.__dict__.items()}
+            **{name: value if value is None or np.ndim(value) == 0 else value[index] for name, value in self.__dict__.items()}
         )
 
 
