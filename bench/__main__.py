@@ -96,7 +96,11 @@ def read_hours(root: Path) -> pd.DataFrame:
 # ---- quality: ours and peers on the same documents ------------------------------------------------
 
 
-def run_ours(root: Path, layers=CASCADE_LAYERS) -> tuple[pd.DataFrame, dict]:
+# L3's registry counters summed over the hours (the text reads of registered candidates, schema 9).
+REGISTRY_TEXT_STATS = ("registry_verified_on_text", "registry_text_missing", "registry_bbit_unverified", "partitions_read", "text_read_seconds")
+
+
+def run_ours(root: Path, layers=CASCADE_LAYERS, overrides: dict | None = None) -> tuple[pd.DataFrame, dict]:
     from dedup_tasks.config import DedupConfig
     from dedup_tasks.io import BatchPaths, read_input
     from dedup_tasks.pipeline import publish, run_batch
@@ -105,9 +109,10 @@ def run_ours(root: Path, layers=CASCADE_LAYERS) -> tuple[pd.DataFrame, dict]:
     # Each hour is published as a run would, so L3 reads registered documents' text back from there.
     out = WORK / f"quality-out-{root.name}"
     shutil.rmtree(out, ignore_errors=True)
-    config = DedupConfig(layers=tuple(layers), root=str(out))
+    config = DedupConfig(layers=tuple(layers), root=str(out), **(overrides or {}))
     registry = MemoryRegistry()
     decisions, per_layer, seconds, rows = [], {}, 0.0, 0
+    text_stats = dict.fromkeys(REGISTRY_TEXT_STATS, 0)
     for batch_id in hour_ids(root):
         table, _ = read_input(BatchPaths(root, batch_id).input)
         result = run_batch(table, batch_id, config, registry)
@@ -120,10 +125,17 @@ def run_ours(root: Path, layers=CASCADE_LAYERS) -> tuple[pd.DataFrame, dict]:
             agg["rows_in"] += s.rows_in
             agg["dropped"] += s.dropped
             agg["seconds"] += s.seconds
-    return pd.concat(decisions, ignore_index=True), {"seconds": seconds, "docs_per_s": rows / seconds, "layers": per_layer}
+            if s.layer == "minhash":
+                for key in REGISTRY_TEXT_STATS:
+                    text_stats[key] += s.extra.get(key, 0)
+    timing = {"seconds": seconds, "docs_per_s": rows / seconds, "layers": per_layer, "minhash_registry_text": text_stats}
+    return pd.concat(decisions, ignore_index=True), timing
 
 
-def cmd_quality(size: str, seed: int, peers: list[str] | None, source: str = "eval", edits: str = "crawl") -> dict:
+def cmd_quality(
+    size: str, seed: int, peers: list[str] | None, source: str = "eval", overrides: dict | None = None, out: str | None = None,
+    edits: str = "crawl",
+) -> dict:
     from bench.peers import CONCURRENT_PEERS, available_peers, run_peers
     from bench.score import format_edit_band_table, format_near_table, format_table, score
 
@@ -132,7 +144,7 @@ def cmd_quality(size: str, seed: int, peers: list[str] | None, source: str = "ev
     truth = pd.read_parquet(root / "truth.parquet")
     _warm_up()
     results, speed = {}, {}
-    decisions, timing = run_ours(root)
+    decisions, timing = run_ours(root, overrides=overrides)
     results["crawl-dedup"] = score(decisions, truth)
     speed["crawl-dedup"] = timing
     docs = read_hours(root)
@@ -148,9 +160,12 @@ def cmd_quality(size: str, seed: int, peers: list[str] | None, source: str = "ev
     print(format_near_table(results["crawl-dedup"]))
     print(format_edit_band_table(results["crawl-dedup"]))
     print("docs/s: " + ", ".join(f"{k} {v['docs_per_s']:,.0f}" for k, v in speed.items()))
-    data = {"size": size, "seed": seed, "source": source, "edits": edits, "docs": len(docs), "hours": spec["hours"], "results": results, "speed": speed, "table": table,
-            "edit_band_table": format_edit_band_table(results["crawl-dedup"])}
-    write_result(f"quality-{size}" + ("" if source == "eval" else f"-{source}") + ("" if edits == "crawl" else f"-{edits}"), data)
+    print("L3 registry text reads: " + ", ".join(f"{k} {v}" for k, v in timing["minhash_registry_text"].items()))
+    if overrides:
+        print(f"config overrides: {overrides}")
+    data = {"size": size, "seed": seed, "source": source, "edits": edits, "overrides": overrides or {}, "docs": len(docs), "hours": spec["hours"],
+            "results": results, "speed": speed, "table": table, "edit_band_table": format_edit_band_table(results["crawl-dedup"])}
+    write_result(out or (f"quality-{size}" + ("" if source == "eval" else f"-{source}") + ("" if edits == "crawl" else f"-{edits}")), data)
     return data
 
 
@@ -398,6 +413,9 @@ def main(argv: list[str] | None = None) -> int:
             help="crawl: 1-3 edits per near copy, typos at 0.3-2.5%% of characters (published numbers); "
             "harsh: 2-4 edits, typos at 1-5%%, a robustness check no threshold is read on",
         )
+        p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                       help="a DedupConfig field for our run (JSON value), e.g. registry_signature_bits=8")  # fmt: skip
+        p.add_argument("--out", help="result name under bench/results (default quality-<size>)")
     p = sub.add_parser("throughput")
     p.add_argument("--docs", type=int, nargs="+", default=[20_000])
     p.add_argument("--seed", type=int, default=0)
@@ -465,7 +483,8 @@ def main(argv: list[str] | None = None) -> int:
     # "--peers none": ours only.
     peers = [p for p in args.peers.split(",") if p != "none"] if args.peers else None
     started = time.perf_counter()
-    cmd_quality(args.size, args.seed, peers, args.corpus, args.edits)
+    overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
+    cmd_quality(args.size, args.seed, peers, args.corpus, overrides, args.out, args.edits)
     if args.command == "all":
         cmd_throughput(SIZES[args.size]["throughput_docs"], args.seed)
     print(f"bench {args.command} --size {args.size}: {time.perf_counter() - started:.0f} s")

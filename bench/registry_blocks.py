@@ -43,7 +43,8 @@ from typing import Any
 import numpy as np
 import psycopg2
 
-from dedup_tasks.fingerprint.minhash import MinHasher
+from dedup_tasks.config import DedupConfig
+from dedup_tasks.fingerprint.minhash import MinHasher, estimated_jaccard
 from dedup_tasks.registry import _bandblocks, _sigpack
 from dedup_tasks.registry._pgio import copy_in
 from dedup_tasks.registry.base import Fingerprints
@@ -52,6 +53,9 @@ from dedup_tasks.registry.postgres import PostgresRegistry
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NUM_PERM, BANDS, ROWS = 128, 42, 3
+# What the pipeline registers (schema 9): the first K band keys and b bits of each signature value;
+# set from --registry-bands / --signature-bits (default: DedupConfig's) in main.
+REGISTRY_BANDS, SIGNATURE_BITS = BANDS, 32
 SAMPLE = 40_000
 CHUNK = 500_000
 BASE_HOUR = np.datetime64("2026-01-01T00", "h")
@@ -112,7 +116,7 @@ def write_documents(cur: Any, seq: np.ndarray, sig: np.ndarray, rng: np.random.G
             ("int2", np.zeros(n, np.int16)),
             ("bool", np.ones(n, bool)),
             ("text", np.char.add("doc-", seq.astype(str)).astype(object)),
-            ("varbytea", _sigpack.pack(sig)),
+            ("varbytea", _sigpack.pack_bits(sig, SIGNATURE_BITS)),
         ],
     )
 
@@ -130,12 +134,12 @@ def load_signatures(cur: Any, lo: int, hi: int, rng: np.random.Generator, log: A
 def write_band_run(cur: Any, docs: int, sample_keys: np.ndarray, rng: np.random.Generator, log: Any) -> dict[str, Any]:
     """The main tier's band keys of `docs` documents as one run, written shard by shard."""
     cur.execute("TRUNCATE minhash_bands_main, minhash_band_runs")
-    entries = docs * BANDS
+    entries = docs * REGISTRY_BANDS
     bits = _bandblocks.run_bits(entries)
     rem_bytes = _bandblocks.run_rem_bytes(entries)
     shards = 1 << _bandblocks.SHARD_BITS
-    s_keys = sample_keys.ravel()
-    s_seqs = np.repeat(np.arange(1, SAMPLE + 1, dtype=np.int64), BANDS)
+    s_keys = np.ascontiguousarray(sample_keys[:, :REGISTRY_BANDS]).ravel()
+    s_seqs = np.repeat(np.arange(1, SAMPLE + 1, dtype=np.int64), REGISTRY_BANDS)
     s_shard = (s_keys >> np.uint64(64 - _bandblocks.SHARD_BITS)).astype(np.int64)
     random_entries = entries - len(s_keys)
     per_shard = np.full(shards, random_entries // shards)
@@ -195,7 +199,8 @@ def timed_batch(
         has_simhash=np.ones(n, bool),
         minhash=sig,
         has_minhash=np.ones(n, bool),
-        minhash_bands=hasher.band_keys(sig),
+        minhash_bands=np.ascontiguousarray(hasher.band_keys(sig)[:, :REGISTRY_BANDS]),
+        minhash_bits=SIGNATURE_BITS,
     )
     return fp, planted
 
@@ -220,7 +225,7 @@ def run_batch(
     m = registry.minhash_candidates(batch_id, fp.minhash_bands)
     t1 = time.perf_counter()
     seconds["minhash"] = t1 - t
-    jac = (m.payload["minhash"] == fp.minhash[m.query]).mean(axis=1) if len(m) else np.empty(0)
+    jac = estimated_jaccard(m.payload["minhash"], fp.minhash[m.query], m.payload["minhash_bits"]) if len(m) else np.empty(0)
     found = np.unique(m.query[jac >= 0.5])
     kept = np.setdiff1d(np.arange(len(fp)), found)
     result = registry.commit(batch_id, fp.take(kept))
@@ -350,7 +355,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load-only", action="store_true", help="load the sizes (for a later --resume), time nothing")
     parser.add_argument("--all-layers", action="store_true",
                         help="each batch also runs the URL, exact and SimHash lookups (the whole cascade's registry work)")
+    defaults = DedupConfig()
+    parser.add_argument("--signature-bits", type=int, default=defaults.registry_signature_bits,
+                        help="bits stored per signature value (DedupConfig.registry_signature_bits; 32: lossless)")
+    parser.add_argument("--registry-bands", type=int, default=defaults.registry_bands,
+                        help="band keys stored per document (DedupConfig.minhash_registry_bands)")
     args = parser.parse_args(argv)
+    global REGISTRY_BANDS, SIGNATURE_BITS
+    REGISTRY_BANDS, SIGNATURE_BITS = args.registry_bands, args.signature_bits
     curve = [int(x) for x in args.curve.split(",")]
 
     def log(msg: str) -> None:
@@ -372,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m bench registry " + " ".join(sys.argv[2:] if argv is None else argv),
         "server": {"shared_buffers": cur.fetchone()[0]},
         "bands": BANDS,
+        "registry_bands": REGISTRY_BANDS,
+        "signature_bits": SIGNATURE_BITS,
         "rows": ROWS,
         "sizes": [],
     }
@@ -389,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         # --resume of a size a --load-only run loaded: its signatures and band run are there (same seed).
         cur.execute("SELECT entries FROM minhash_band_runs WHERE run = 1")
         row = cur.fetchone()
-        if loaded == docs and row is not None and int(row[0]) == docs * BANDS:
+        if loaded == docs and row is not None and int(row[0]) == docs * REGISTRY_BANDS:
             log(f"{docs:,} docs already loaded")
             step["load_seconds"] = 0.0
             step["bytes"] = sizes(cur)

@@ -215,6 +215,12 @@ def score(decisions: pd.DataFrame, truth: pd.DataFrame) -> dict[str, Any]:
         "same_batch": _band(dup & ~earlier, dropped),
         "earlier_batch": _band(dup & earlier, dropped),
     }
+    # What the registry's MinHash path alone decides (its bands, stored signature bits, text reads):
+    # near copies of a document of an earlier batch, per language and true-Jaccard band.
+    result["recall_near_earlier_batch_by_band_lang"] = {
+        str(code): {label: _band(near & earlier & lang.eq(code) & (jac >= lo) & (jac < hi), dropped) for label, lo, hi in NEAR_BANDS}
+        for code in sorted(lang[near].unique())
+    }
 
     # False drops: every non-duplicate kind, the must-keep kinds always listed.
     non_dup = ~dup

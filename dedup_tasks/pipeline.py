@@ -325,8 +325,11 @@ def fingerprints_of(survivors: pa.Table, config: DedupConfig) -> Fingerprints:
         has_simhash=(survivors.column("_has_simhash").to_numpy().astype(bool) if "_simhash" in names else np.zeros(n, bool)) & not_empty,
         minhash=sig,
         has_minhash=(survivors.column("_has_minhash").to_numpy().astype(bool) if has_minhash else np.zeros(n, bool)) & not_empty,
-        minhash_bands=hasher.band_keys(sig) if n else np.zeros((0, config.minhash_bands), np.uint64),
+        # The registry keeps only the first registry_bands bands and registry_signature_bits of each
+        # value (docs/registry.md, schema 9); L3 probes the same bands.
+        minhash_bands=hasher.band_keys(sig)[:, : config.registry_bands] if n else np.zeros((0, config.registry_bands), np.uint64),
         has_content=not_empty,
+        minhash_bits=config.registry_signature_bits,
     )
 
 

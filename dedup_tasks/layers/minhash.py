@@ -4,7 +4,10 @@ In the batch the verifier (``candidates.Verifier``) reads the exact shingle sets
 A registered candidate estimated in [VERIFY_FLOOR, minhash_registry_threshold) is verified like an
 in-batch one, on the exact 5-gram sets: the earlier document's text is read back from its published
 partition (``<root>/deduped/<partition of its batch>``, as L4 does; one read per earlier batch
-touched). Where that text is not there (partition deleted, document missing) and for estimates from
+touched). A candidate stored as a b-bit signature (``registry_signature_bits`` < 32, schema 9) is
+verified on its text from VERIFY_FLOOR up, whatever its estimate, and kept where that text is not
+there (``TEXT_UNVERIFIED_REASON``): a b-bit value cannot be inverted. For lossless signatures (rows of
+schema <= 8), where the text is not there (partition deleted, document missing) and for estimates from
 minhash_registry_threshold up, the signature decides: every value recovers one of the earlier's
 shingles (a uniform draw), looked up in the newer document's full set, gives the share of the earlier
 covered by the newer, and with the estimated Jaccard the reverse share, under a stricter rule
@@ -63,6 +66,11 @@ ON_TEXT = " (verified)"
 ON_SIGNATURE = " (verified on its signature)"
 TEXT_MISSING_REASON = (
     "MinHash: a registered candidate's published partition or row was not found; judged on its signature only"
+)
+# A registered candidate stored as a b-bit signature (schema 9) can only be estimated, never verified on
+# it: without its text it is not dropped.
+TEXT_UNVERIFIED_REASON = (
+    "MinHash: a registered candidate's published partition or row was not found; its b-bit signature cannot verify it: kept"
 )
 
 
@@ -305,19 +313,30 @@ class MinHashLayer(Layer):
 
         decisions = NearDupDecisions(n, ctx.batch_id, doc_ids)
         queries = np.flatnonzero(has)
-        hits = ctx.registry.minhash_candidates(ctx.batch_id, keys[queries])
+        # The registry stores and probes only the first registry_bands bands (the batch uses all).
+        hits = ctx.registry.minhash_candidates(ctx.batch_id, keys[queries][:, : cfg.registry_bands])
         self._stats = {}
         unverified = np.zeros(n, bool)  # rows with a candidate in the text band whose text was not found
+        unchecked = np.zeros(n, bool)  # rows with a b-bit candidate whose text was not found (kept)
         if len(hits):
             rows = queries[hits.query]
-            jac = estimated_jaccard(hits.payload["minhash"], sig[rows])
-            old_in_new = self.registry_covered(hits.payload["minhash"], rows, sets, hasher, batch)
+            # Each row's stored bits: 32 for lossless signatures (schema <= 8 rows, or
+            # registry_signature_bits 32), fewer for b-bit rows, whose values hold only their low bits.
+            bits = np.asarray(hits.payload.get("minhash_bits", np.full(len(hits), 32)), np.int64)
+            full = bits >= 32
+            jac = estimated_jaccard(hits.payload["minhash"], sig[rows], bits)
+            # earlier_covered inverts full 32-bit values: only lossless rows have it.
+            old_in_new = np.zeros(len(hits))
+            if full.any():
+                old_in_new[full] = self.registry_covered(hits.payload["minhash"][full], rows[full], sets, hasher, batch)
             covers = (coverage_from_jaccard(jac, old_in_new), old_in_new)
             # On the signature alone there are no figures to check: a short text keeps the plain rule.
             on_signature = np.where(strict[rows] < 0, cfg.minhash_short_jaccard, strict[rows])
-            ok = registry_verifier_of(cfg).accepts(jac, *covers, on_signature) & (jac >= VERIFY_FLOOR)
+            ok = registry_verifier_of(cfg).accepts(jac, *covers, on_signature) & (jac >= VERIFY_FLOOR) & full
             how = np.full(len(hits), ON_SIGNATURE, object)
-            band = np.flatnonzero((jac >= VERIFY_FLOOR) & (jac < cfg.minhash_registry_threshold))
+            # A b-bit signature only estimates J (+-0.04): every such candidate from VERIFY_FLOOR up is
+            # settled on the earlier text, as lossless ones are in [VERIFY_FLOOR, registry threshold).
+            band = np.flatnonzero((jac >= VERIFY_FLOOR) & ((jac < cfg.minhash_registry_threshold) | ~full))
             if len(band):
                 # The signature alone cannot tell a truncated copy from a page of the same template
                 # in this band (docs/near-copies.md): the earlier text settles it.
@@ -330,11 +349,18 @@ class MinHashLayer(Layer):
                     )
                     ok[got], jac[got], covers[0][got], covers[1][got] = ok_t, jac_t, new_t, old_t
                     how[got] = ON_TEXT
-                lost = band[earlier.index < 0]
-                how[lost] = [f" (signature only: {w})" for w in earlier.why[earlier.index < 0]]
-                unverified[rows[lost]] = True
+                missing = earlier.index < 0
+                lost = band[missing]
+                lost_full = full[lost]
+                how[lost] = [
+                    f" (signature only: {w})" if f else f" (not verified: {w})" for w, f in zip(earlier.why[missing], lost_full, strict=True)
+                ]
+                # A b-bit candidate without its text is never dropped (ok stays False): kept, with a reason.
+                unverified[rows[lost[lost_full]]] = True
+                unchecked[rows[lost[~lost_full]]] = True
                 self._stats = {
                     "registry_verified_on_text": len(got), "registry_text_missing": len(lost),
+                    "registry_bbit_unverified": int((~lost_full).sum()),
                     "partitions_read": earlier.partitions_read, "text_read_seconds": round(earlier.seconds, 3),
                 }  # fmt: skip
             decisions.add_registry(queries, hits, jac, ok, ~ok & (jac >= cfg.suspect_jaccard_min), -jac, covers, how)
@@ -347,4 +373,5 @@ class MinHashLayer(Layer):
         batch, drops = decisions.finish(batch, self.name, higher_is_closer=True, detail=detail)
         empty = np.asarray(batch.column("_empty").to_numpy(), bool)
         batch = add_reason(batch, unverified & ~decisions.drop, TEXT_MISSING_REASON)
+        batch = add_reason(batch, unchecked & ~decisions.drop, TEXT_UNVERIFIED_REASON)
         return add_reason(batch, ~has & ~empty, NO_SHINGLES_REASON), drops

@@ -11,6 +11,7 @@ batch_id values are strings that sort chronologically (e.g. "2026-12-01T00").
 from __future__ import annotations
 
 import abc
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +40,10 @@ class Fingerprints:
     # False where the document has no content (empty after normalization): such rows are never
     # registered in content_hashes nor matched by content. None: every row has content.
     has_content: np.ndarray | None = None
+    # What the registry keeps of each signature (DedupConfig.registry_signature_bits): 32 the lossless
+    # values, b < 32 only their low b bits (b-bit MinHash, schema 9). Both registries store exactly that;
+    # their MinHash lookups return each row's bits in payload['minhash_bits'].
+    minhash_bits: int = 32
 
     def content_mask(self) -> np.ndarray:
         return np.ones(len(self), bool) if self.has_content is None else np.asarray(self.has_content, bool)
@@ -47,7 +52,9 @@ class Fingerprints:
         return len(self.doc_id)
 
     def take(self, index: np.ndarray) -> Fingerprints:
-        return Fingerprints(**{name: None if value is None else value[index] for name, value in self.__dict__.items()})
+        return Fingerprints(
+            **{name: value if value is None or np.ndim(value) == 0 else value[index] for name, value in self.__dict__.items()}
+        )
 
 
 @dataclass
@@ -107,7 +114,8 @@ class Registry(abc.ABC):
 
     @abc.abstractmethod
     def minhash_candidates(self, batch_id: str, band_keys: np.ndarray) -> Matches:
-        """Registered documents sharing at least one LSH band key; payload['minhash'] (m, num_perm) uint32."""
+        """Registered documents sharing at least one LSH band key; payload['minhash'] (m, num_perm) uint32
+        as stored (b-bit rows: only the low bits), payload['minhash_bits'] (m,) uint8 each row's bits."""
 
     # ---- writes -------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -219,13 +227,18 @@ class MemoryRegistry(Registry):
                     batch_id,
                     lambda fp, j=band: fp.minhash_bands[:, j],
                     band_keys[:, band],
-                    lambda fp: {"minhash": fp.minhash},
+                    lambda fp: {"minhash": fp.minhash, "minhash_bits": np.full(len(fp), fp.minhash_bits, np.uint8)},
                     lambda fp: fp.has_minhash,
                 )
             )
-        return _dedupe_matches(_concat_matches([p for p in parts if len(p)], ("minhash",)))
+        return _dedupe_matches(_concat_matches([p for p in parts if len(p)], ("minhash", "minhash_bits")))
 
     def commit(self, batch_id: str, kept: Fingerprints) -> CommitResult:
+        from dedup_tasks.fingerprint.minhash import truncate_signatures
+
+        # Hold exactly what PostgresRegistry stores: b-bit rows keep only the low bits of each value.
+        if kept.minhash_bits < 32:
+            kept = dataclasses.replace(kept, minhash=truncate_signatures(kept.minhash, kept.minhash_bits))
         self._batches[batch_id] = kept
         return CommitResult(registered=len(kept), conflicts=Matches.empty())
 

@@ -563,13 +563,14 @@ class PostgresRegistry(Registry):
         res = res.take(pa.array(_first_of_pairs(res.column("u").to_numpy(), res.column("seq").to_numpy())))
         u = res.column("u").to_numpy()
         rows, query = _expand(u, inv)
-        # Packed (schema 6) or raw (rows written under schema 5) signatures: _sigpack reads both.
-        sig = _sigpack.unpack(hex_to_binary(res.column("sig")), self.num_perm)
+        # b-bit (schema 9), packed (schema 6) or raw (rows written under schema 5) signatures: _sigpack
+        # reads all three, and says each row's bits.
+        sig, bits = _sigpack.unpack_bits(hex_to_binary(res.column("sig")), self.num_perm)
         return Matches(
             query,
             text_column(res, "doc_id")[rows],
             text_column(res, "batch_id")[rows],
-            {"minhash": sig[rows]},
+            {"minhash": sig[rows], "minhash_bits": bits[rows]},
         )
 
     def _main_band_candidates(
@@ -900,7 +901,7 @@ class PostgresRegistry(Registry):
         idx = np.flatnonzero(has_mh)
         sig = pa.nulls(n, pa.large_binary())
         if len(idx):
-            packed = _sigpack.pack(np.asarray(fp.minhash)[idx]).cast(pa.large_binary())
+            packed = _sigpack.pack_bits(np.asarray(fp.minhash)[idx], fp.minhash_bits).cast(pa.large_binary())
             # Scatter the packed signatures to their rows, NULL elsewhere.
             at = np.full(n, -1, np.int64)
             at[idx] = np.arange(len(idx))
@@ -982,11 +983,11 @@ class PostgresRegistry(Registry):
                 _on_cursor(cur), np.asarray(kept.minhash_bands, np.uint64)[idx], where, params, recent_where
             )
             q = idx[m.query]
-            jac = (
-                (np.asarray(kept.minhash, np.uint32)[q] == m.payload["minhash"]).mean(axis=1)
-                if len(m)
-                else np.empty(0)
-            )
+            from dedup_tasks.fingerprint.minhash import estimated_jaccard
+
+            # On the bits both signatures keep (b-bit rows: the low bits, with the chance agreement removed).
+            bits = np.minimum(m.payload["minhash_bits"], kept.minhash_bits)
+            jac = estimated_jaccard(np.asarray(kept.minhash, np.uint32)[q], m.payload["minhash"], bits) if len(m) else np.empty(0)
             ok = jac >= min_jaccard
             found.append((3, q[ok], m.doc_id[ok], m.batch_id[ok], jac[ok]))
 
@@ -1314,7 +1315,7 @@ def _empty(layer: str, num_perm: int) -> Matches:
         "url": {"content_hash": np.empty((0, 2), np.uint64)},
         "exact": {},
         "simhash": {"simhash": np.empty(0, np.uint64)},
-        "minhash": {"minhash": np.empty((0, num_perm), np.uint32)},
+        "minhash": {"minhash": np.empty((0, num_perm), np.uint32), "minhash_bits": np.empty(0, np.uint8)},
     }[layer]
     return Matches.empty(**payload)
 

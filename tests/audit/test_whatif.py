@@ -45,11 +45,14 @@ def test_replay_matches_full_recomputation(week_root, week_decisions, tmp_path):
     # on coverage below minhash_threshold and holds short texts and registry pairs to their own Jaccard,
     # which a stored score cannot replay: the recomputation turns coverage off (> 1 never holds) and
     # gives every Jaccard rule the new threshold, so it applies the one rule the replay models.
-    # Registry pairs are judged on their signature (no text read back: its exact Jaccard would settle
-    # pairs whose stored score is an estimate) and without the facts check.
+    # Registry pairs: with b-bit registered signatures (schema 9's compact profile) every one is verified on
+    # the earlier text, so its stored score is the exact Jaccard, as for an in-batch pair; with lossless
+    # signatures (registry_signature_bits 32, the default) they are judged on the signature (no text read back: its
+    # exact Jaccard would settle pairs whose stored score is an estimate). Without the facts check.
     one_rule = {"minhash_min_coverage": 1.01, "minhash_passage_min_coverage": 1.01, "minhash_registry_min_coverage": 1.01,
-                "minhash_short_jaccard": 0.9, "minhash_registry_threshold": 0.9, "minhash_text_max_partitions": 0,
-                "minhash_facts_min_new": 0}
+                "minhash_short_jaccard": 0.9, "minhash_registry_threshold": 0.9, "minhash_facts_min_new": 0}
+    if config_for(tmp_path).registry_signature_bits >= 32:
+        one_rule["minhash_text_max_partitions"] = 0
     recomputed = run_week(tmp_path, config_for(tmp_path, simhash_max_distance=1, minhash_threshold=0.9, **one_rule),
                           rows=generate_rows()).set_index("doc_id")
     result = replay(week_decisions, NEW)

@@ -68,3 +68,18 @@ def test_bf16_only_where_the_cpu_has_it(tmp_path) -> None:
     assert native_bf16(avx512bf16)
     assert not native_bf16(tmp_path / "missing")
     assert E5TorchEmbedder(max_tokens=16, threads=1, bf16=False)._model.bf16 is False
+
+
+def test_auto_threads_give_the_torch_embedder_one_thread(monkeypatch) -> None:
+    import torch
+
+    from dedup_tasks.embed import embedders
+
+    # After numba's OpenMP pool started (L1-L3 ran), two torch threads cost 3-4x the CPU of one.
+    monkeypatch.setattr(embedders, "_CACHE", {})
+    embedders.get_embedder("e5", 128, threads=0)
+    assert torch.get_num_threads() == 1
+    monkeypatch.setattr(embedders, "_CACHE", {})
+    embedders.get_embedder("e5", 128, threads=2)
+    assert torch.get_num_threads() == 2
+    torch.set_num_threads(1)

@@ -22,7 +22,7 @@ from dedup_tasks.fingerprint.candidates import Verifier, pair_overlap
 from dedup_tasks.fingerprint.hashing import codepoints, shingle_hash32
 from dedup_tasks.fingerprint.minhash import MinHasher, coverage_from_jaccard, earlier_covered
 from dedup_tasks.io import BatchPaths
-from dedup_tasks.layers.minhash import minhash_rows
+from dedup_tasks.layers.minhash import TEXT_UNVERIFIED_REASON, minhash_rows
 from dedup_tasks.layers.simhash import simhash_rows
 from dedup_tasks.normalize.text import token_text
 from dedup_tasks.normalize.tokens import shingles
@@ -146,7 +146,9 @@ def test_truncated_copy_with_typos_is_dropped_with_the_verifiers_scores(en_artic
 
 def test_registry_candidates_fall_back_to_the_signatures_without_a_published_partition(en_articles, tmp_path):
     # Nothing was published under this root: the earlier text cannot be read, the signature decides.
-    config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path))
+    # A lossless registered signature (registry_signature_bits 32, rows of schema <= 8); a b-bit one
+    # never decides alone (tests/layers/test_registry_bbit_verify.py).
+    config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path), registry_signature_bits=32)
     art = long_article(en_articles, 300)
     words = art["text"].split()
     registry = MemoryRegistry()
@@ -200,19 +202,22 @@ def test_truncated_copy_across_hours_is_verified_on_the_earlier_text(en_articles
     assert 0.45 <= d["score"] < 0.7
     assert stats["registry_verified_on_text"] >= 1 and stats["partitions_read"] == 1
 
-    # The same pair with the earlier partition deleted: the signature rule alone keeps the copy, and
-    # the keep says why it could not do better.
-    other = tmp_path / "other"
-    config = DedupConfig(layers=CONFIG.layers, root=str(other))
-    registry = MemoryRegistry()
-    publish(BatchPaths(other, "2026-12-01T00"), run_batch(make_batch([orig]), "2026-12-01T00", config, registry))
-    shutil.rmtree(other / "deduped" / "dt=2026-12-01" / "hour=00")
-    result = run_batch(make_batch([newer], BASE_TIME + pd.Timedelta(hours=1)), "2026-12-01T01", config, registry)
-    kept = result.decisions.to_pylist()[0]
-    assert kept["action"] == "keep"
-    assert "published partition or row was not found; judged on its signature only" in kept["reason"]
-    stats = next(s.extra for s in result.summary.layers if s.layer == "minhash")
-    assert stats["registry_text_missing"] >= 1 and stats["registry_verified_on_text"] == 0
+    # The same pair with the earlier partition deleted: the signature rule alone (a lossless registered
+    # signature, the default) keeps the copy, and the keep says why it could not do better; a b-bit one
+    # (the compact profile) keeps it too, saying it could not be verified.
+    for bits, reason in ((32, "published partition or row was not found; judged on its signature only"), (1, TEXT_UNVERIFIED_REASON)):
+        other = tmp_path / f"other{bits}"
+        config = DedupConfig(layers=CONFIG.layers, root=str(other))
+        config = replace(config, registry_signature_bits=bits)
+        registry = MemoryRegistry()
+        publish(BatchPaths(other, "2026-12-01T00"), run_batch(make_batch([orig]), "2026-12-01T00", config, registry))
+        shutil.rmtree(other / "deduped" / "dt=2026-12-01" / "hour=00")
+        result = run_batch(make_batch([newer], BASE_TIME + pd.Timedelta(hours=1)), "2026-12-01T01", config, registry)
+        kept = result.decisions.to_pylist()[0]
+        assert kept["action"] == "keep"
+        assert reason in kept["reason"], (bits, kept["reason"])
+        stats = next(s.extra for s in result.summary.layers if s.layer == "minhash")
+        assert stats["registry_text_missing"] >= 1 and stats["registry_verified_on_text"] == 0
 
 
 def test_next_page_of_a_list_article_across_hours_is_kept(en_articles, tmp_path):
@@ -395,11 +400,15 @@ def test_text_reads_are_capped_per_run(en_articles, tmp_path):
     copy = typos(" ".join(words[: int(len(words) * 0.6)]), 0.03, seed=2)
     orig = {"doc_id": "orig", "url": "https://a.com/1", "title": art["title"], "content": art["text"]}
     newer = {"doc_id": "copy", "url": "https://b.com/1", "title": art["title"], "content": copy}
-    config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path), minhash_text_max_partitions=0)
-    (_, _), (got, stats) = run_hours([[orig], [newer]], tmp_path, config)
-    # No partition may be read: the signature rule keeps the copy, and the keep says so.
-    assert got["copy"]["action"] == "keep" and "judged on its signature only" in got["copy"]["reason"]
-    assert stats["partitions_read"] == 0 and stats["registry_text_missing"] >= 1
+    for bits, reason in ((32, "judged on its signature only"), (1, TEXT_UNVERIFIED_REASON)):
+        root = tmp_path / f"b{bits}"
+        config = DedupConfig(layers=CONFIG.layers, root=str(root), minhash_text_max_partitions=0)
+        config = replace(config, registry_signature_bits=bits)
+        (_, _), (got, stats) = run_hours([[orig], [newer]], root, config)
+        # No partition may be read: the signature rule (lossless) or the b-bit rule keeps the copy, and
+        # the keep says so.
+        assert got["copy"]["action"] == "keep" and reason in got["copy"]["reason"], (bits, got["copy"]["reason"])
+        assert stats["partitions_read"] == 0 and stats["registry_text_missing"] >= 1
 
 
 # --- Chinese passages: a short sentence added on one side, not a replacement (session nq18) ---------
