@@ -30,6 +30,7 @@ from bench.__main__ import SIZES, crawl, hour_ids, write_result
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.minhash import MinHasher
+from dedup_tasks.io import BatchPaths
 from dedup_tasks.layers.minhash import minhash_rows
 from dedup_tasks.pipeline import layer_view, prepare_with_text
 
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = SIZES[args.size]
     root = crawl(spec["docs"], 1, args.seed)
     started = time.perf_counter()
-    table = pq.read_table(root / "crawl" / "dt=2026-12-01" / f"hour={hour_ids(root)[0][-2:]}")
+    table = pq.read_table(BatchPaths(root, hour_ids(root)[0]).input)
     truth = pd.read_parquet(root / "truth.parquet").set_index("doc_id")
     config = DedupConfig()
     prepared, near = prepare_with_text(table, config)

@@ -130,43 +130,35 @@ def pack_bits(sig: np.ndarray, bits: int) -> pa.LargeBinaryArray:
     return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
 
 
+@njit(inline="always", cache=True)
+def _read_values(data, byte, w, p, out, i):
+    """``p`` values of ``w`` bits each, most significant bit first, from ``data[byte:]`` into ``out[i]``."""
+    mask = (np.uint64(1) << np.uint64(w)) - np.uint64(1)
+    acc = np.uint64(0)
+    nbits = 0
+    for j in range(p):
+        while nbits < w:
+            acc = ((acc << np.uint64(8)) | np.uint64(data[byte])) & np.uint64(0xFFFFFFFFFFFF)
+            byte += 1
+            nbits += 8
+        nbits -= w
+        out[i, j] = np.uint32((acc >> np.uint64(nbits)) & mask)
+
+
 @njit(cache=True)
 def _unpack(data, offsets, p, out):
     for i in range(len(offsets) - 1):
         pos = offsets[i]
         length = offsets[i + 1] - pos
         if length % 2 == 0 and length != 4 * p:  # schema 9: b-bit, no header
-            w = np.int64(8 * length // p)
-            mask = (np.uint64(1) << np.uint64(w)) - np.uint64(1)
-            byte = pos
-            acc = np.uint64(0)
-            nbits = 0
-            for j in range(p):
-                while nbits < w:
-                    acc = ((acc << np.uint64(8)) | np.uint64(data[byte])) & np.uint64(0xFFFFFFFFFFFF)
-                    byte += 1
-                    nbits += 8
-                nbits -= w
-                out[i, j] = np.uint32((acc >> np.uint64(nbits)) & mask)
-            continue
-        if length == 4 * p:  # schema <= 5: raw little-endian uint32
+            _read_values(data, pos, np.int64(8 * length // p), p, out, i)
+        elif length == 4 * p:  # schema <= 5: raw little-endian uint32
             for j in range(p):
                 b = pos + 4 * j
                 out[i, j] = (np.uint32(data[b]) | (np.uint32(data[b + 1]) << np.uint32(8))
                              | (np.uint32(data[b + 2]) << np.uint32(16)) | (np.uint32(data[b + 3]) << np.uint32(24)))
-            continue
-        w = np.int64(data[pos])
-        mask = (np.uint64(1) << np.uint64(w)) - np.uint64(1)
-        byte = pos + 1
-        acc = np.uint64(0)
-        nbits = 0
-        for j in range(p):
-            while nbits < w:
-                acc = ((acc << np.uint64(8)) | np.uint64(data[byte])) & np.uint64(0xFFFFFFFFFFFF)
-                byte += 1
-                nbits += 8
-            nbits -= w
-            out[i, j] = np.uint32((acc >> np.uint64(nbits)) & mask)
+        else:  # schemas 6-8: one byte of width, then the values
+            _read_values(data, pos + 1, np.int64(data[pos]), p, out, i)
 
 
 def unpack(column: pa.Array | pa.ChunkedArray, num_perm: int) -> np.ndarray:
