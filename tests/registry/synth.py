@@ -137,3 +137,27 @@ def all_lookups(registry, query, ask: str) -> dict[str, object]:
         "simhash": canonical(registry.simhash_candidates(ask, query.simhash), "simhash"),
         "minhash": canonical(registry.minhash_candidates(ask, query.minhash_bands), "minhash"),
     }
+
+
+def mix_band_keys(fp: Fingerprints) -> Fingerprints:
+    """``fp`` with band keys finished by splitmix64's mixer: ``band_keys`` leaves differences in the low
+    bits, and the main tier's blocks compare a key's top bits + 32 only (a collision there is an extra
+    candidate, not a miss), so without it the lookups could differ from MemoryRegistry's."""
+    with np.errstate(over="ignore"):
+        k = np.asarray(fp.minhash_bands, np.uint64)
+        k = (k ^ (k >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        k = (k ^ (k >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        fp.minhash_bands = k ^ (k >> np.uint64(31))
+    return fp
+
+
+def fill_both(registry, memory, batches, batch_of) -> None:
+    """Commit ``batch_of(batch_id)`` for each batch to ``registry`` (begin + commit) and to ``memory``;
+    compact ``registry`` after the first, so one batch is in the main tier and the others are recent."""
+    for i, batch_id in enumerate(batches):
+        fp = batch_of(batch_id)
+        registry.begin(batch_id)
+        registry.commit(batch_id, fp)
+        memory.commit(batch_id, fp)
+        if i == 0:
+            registry.compact()

@@ -12,7 +12,7 @@ from dedup_tasks.registry.postgres import PostgresRegistry
 from tests.registry import v7_postgres as v7
 from tests.registry.conftest import migrate_to_current, schema_at_version
 from tests.registry.old_recent import read_recent_rows_v6, write_recent_rows_v6
-from tests.registry.synth import BANDS, Pool, count_rows
+from tests.registry.synth import BANDS, Pool, count_rows, fill_both, mix_band_keys
 from tests.registry.synth import all_lookups as synth_lookups
 
 BATCHES = ["2026-12-01T00", "2026-12-01T01", "2026-12-01T02", "2026-12-01T03"]
@@ -24,16 +24,8 @@ def lookups(registry, query) -> dict[str, object]:
 
 
 def mixed_batch(pool: Pool, n: int, tag: str) -> Fingerprints:
-    """pool.batch with band keys finished by splitmix64's mixer: synth.band_keys leaves differences in
-    the low bits, and the main tier's blocks compare a key's top bits + 32 only (a collision there is
-    an extra candidate, not a miss), so without it the lookups could differ from MemoryRegistry's."""
-    fp = pool.batch(n, tag)
-    with np.errstate(over="ignore"):
-        k = np.asarray(fp.minhash_bands, np.uint64)
-        k = (k ^ (k >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        k = (k ^ (k >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        fp.minhash_bands = k ^ (k >> np.uint64(31))
-    return fp
+    """pool.batch with well-mixed band keys (``synth.mix_band_keys``)."""
+    return mix_band_keys(pool.batch(n, tag))
 
 
 @pytest.fixture
@@ -66,13 +58,7 @@ def test_migration_0007_moves_recent_band_rows_into_runs(pg_dsn, v6_schema, admi
     monkeypatch.setattr(v7, "write_recent_run", write_recent_rows_v6)
     monkeypatch.setattr(v7, "_read_recent", read_recent_rows_v6)
     old = v7.PostgresRegistry(pg_dsn, schema=v6_schema, num_perm=32)
-    for i, batch_id in enumerate(BATCHES):
-        fp = mixed_batch(pool, 400, batch_id)
-        old.begin(batch_id)
-        old.commit(batch_id, fp)
-        mem.commit(batch_id, fp)
-        if i == 0:
-            old.compact()  # one batch in the main tier, three in the recent tier
+    fill_both(old, mem, BATCHES, lambda batch_id: mixed_batch(pool, 400, batch_id))
     old.close()
     monkeypatch.undo()
     with admin.cursor() as cur:

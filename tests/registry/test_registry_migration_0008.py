@@ -10,7 +10,7 @@ from dedup_tasks.registry.base import Fingerprints, MemoryRegistry
 from dedup_tasks.registry.postgres import PostgresRegistry
 from tests.registry import v7_postgres as v7
 from tests.registry.conftest import migrate_to_current, schema_at_version
-from tests.registry.synth import Pool, count_rows
+from tests.registry.synth import Pool, count_rows, fill_both, mix_band_keys
 from tests.registry.synth import all_lookups as synth_lookups
 
 BATCHES = ["2026-12-01T00", "2026-12-01T01", "2026-12-01T02", "2026-12-01T03"]
@@ -29,14 +29,9 @@ def lookups(registry, query) -> dict[str, object]:
 
 
 def mixed_batch(pool: Pool, n: int, tag: str) -> Fingerprints:
-    """pool.batch with splitmix64-finished band keys (see test_registry_migration_0007) and a few empty
-    documents (no content: never registered nor matched by content, but URL-registered)."""
-    fp = pool.batch(n, tag)
-    with np.errstate(over="ignore"):
-        k = np.asarray(fp.minhash_bands, np.uint64)
-        k = (k ^ (k >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        k = (k ^ (k >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        fp.minhash_bands = k ^ (k >> np.uint64(31))
+    """pool.batch with well-mixed band keys (``synth.mix_band_keys``) and a few empty documents (no
+    content: never registered nor matched by content, but URL-registered)."""
+    fp = mix_band_keys(pool.batch(n, tag))
     fp.has_content = np.arange(n) % 17 != 3
     return fp
 
@@ -75,13 +70,7 @@ def test_migration_0008_moves_every_fingerprint_into_one_documents_row(pg_dsn, v
     # Schema 7's registry code, frozen (tests/registry/v7_postgres.py), with the version check bypassed.
     monkeypatch.setattr(v7, "check_version", lambda *a, **k: 7)
     old = v7.PostgresRegistry(pg_dsn, schema=v7_schema, num_perm=32)
-    for i, batch_id in enumerate(BATCHES):
-        fp = mixed_batch(pool, 400, batch_id)
-        old.begin(batch_id)
-        old.commit(batch_id, fp)
-        mem.commit(batch_id, fp)
-        if i == 0:
-            old.compact()  # one batch in the main tier, three in the recent tier
+    fill_both(old, mem, BATCHES, lambda batch_id: mixed_batch(pool, 400, batch_id))
     # A rerun of the compacted batch: its main-tier rows deleted, its new rows in the recent tier; being
     # the earliest, it retracts the later batches' copies of what it keeps.
     rerun0 = mixed_batch(pool, 150, BATCHES[0])

@@ -15,7 +15,7 @@ from dedup_tasks.registry.base import MemoryRegistry
 from dedup_tasks.registry.migrate import RegistryVersionError, check_version
 from dedup_tasks.registry.postgres import PostgresRegistry
 from tests.registry.conftest import migrate_to_current, schema_at_version
-from tests.registry.synth import NUM_PERM, Pool, canonical
+from tests.registry.synth import NUM_PERM, Pool, canonical, fill_both
 from tests.registry.test_registry_migration_0008 import mixed_batch
 
 BATCHES = ["2026-12-01T00", "2026-12-01T01", "2026-12-01T02", "2026-12-01T03"]
@@ -41,13 +41,7 @@ def test_migration_0009_keeps_lossless_rows_and_adds_bbit_ones(pg_dsn, v8_schema
     # the version check is bypassed to fill the schema-8 registry with it.
     monkeypatch.setattr(pg_mod, "check_version", lambda *a, **k: 8)
     old = PostgresRegistry(pg_dsn, schema=v8_schema, num_perm=NUM_PERM)
-    for i, batch_id in enumerate(BATCHES[:2]):
-        fp = mixed_batch(pool, 400, batch_id)
-        old.begin(batch_id)
-        old.commit(batch_id, fp)
-        mem.commit(batch_id, fp)
-        if i == 0:
-            old.compact()
+    fill_both(old, mem, BATCHES[:2], lambda batch_id: mixed_batch(pool, 400, batch_id))
     old.close()
     monkeypatch.undo()
     with admin.cursor() as cur:
