@@ -151,13 +151,18 @@ def mix_band_keys(fp: Fingerprints) -> Fingerprints:
     return fp
 
 
+def commit_both(registry, memory, batch_id: str, fp: Fingerprints):
+    """Commit ``fp`` to ``registry`` (begin + commit) and to ``memory``; the registry's CommitResult."""
+    registry.begin(batch_id)
+    result = registry.commit(batch_id, fp)
+    memory.commit(batch_id, fp)
+    return result
+
+
 def fill_both(registry, memory, batches, batch_of) -> None:
-    """Commit ``batch_of(batch_id)`` for each batch to ``registry`` (begin + commit) and to ``memory``;
-    compact ``registry`` after the first, so one batch is in the main tier and the others are recent."""
+    """``commit_both`` of ``batch_of(batch_id)`` for each batch; ``registry`` compacted after the first,
+    so one batch is in the main tier and the others are recent."""
     for i, batch_id in enumerate(batches):
-        fp = batch_of(batch_id)
-        registry.begin(batch_id)
-        registry.commit(batch_id, fp)
-        memory.commit(batch_id, fp)
+        commit_both(registry, memory, batch_id, batch_of(batch_id))
         if i == 0:
             registry.compact()

@@ -12,7 +12,7 @@ from dedup_tasks.registry.postgres import PostgresRegistry
 from tests.registry import v7_postgres as v7
 from tests.registry.conftest import migrate_to_current, schema_at_version
 from tests.registry.old_recent import read_recent_rows_v6, write_recent_rows_v6
-from tests.registry.synth import BANDS, Pool, count_rows, fill_both, mix_band_keys
+from tests.registry.synth import BANDS, Pool, commit_both, count_rows, fill_both, mix_band_keys
 from tests.registry.synth import all_lookups as synth_lookups
 
 BATCHES = ["2026-12-01T00", "2026-12-01T01", "2026-12-01T02", "2026-12-01T03"]
@@ -102,9 +102,7 @@ def test_migration_0007_moves_recent_band_rows_into_runs(pg_dsn, v6_schema, admi
             )
             seq_of = dict(cur.fetchall())
         rerun = mixed_batch(pool, 50, BATCHES[2])
-        registry.begin(BATCHES[2])
-        stale = registry.commit(BATCHES[2], rerun).stale
-        mem.commit(BATCHES[2], rerun)
+        stale = commit_both(registry, mem, BATCHES[2], rerun).stale
         assert stale.get(BATCHES[3], 0) > 0
         with admin.cursor() as cur:
             cur.execute(f'SELECT doc_id FROM "{v6_schema}".registry_stale WHERE batch_id = %s', (BATCHES[3],))
@@ -119,9 +117,7 @@ def test_migration_0007_moves_recent_band_rows_into_runs(pg_dsn, v6_schema, admi
         assert keys[BATCHES[3]] == [(k, q) for k, q in v6[BATCHES[3]] if q not in dead]
         assert lookups(registry, query) == lookups(mem, query)
         new = mixed_batch(pool, 60, "2026-12-01T04")
-        registry.begin("2026-12-01T04")
-        registry.commit("2026-12-01T04", new)
-        mem.commit("2026-12-01T04", new)
+        commit_both(registry, mem, "2026-12-01T04", new)
         want = lookups(mem, query)
         assert lookups(registry, query) == want
         # Compaction turns the recent runs into one main run of blocks: the same answers again.

@@ -10,7 +10,7 @@ from dedup_tasks.registry.base import Fingerprints, MemoryRegistry
 from dedup_tasks.registry.postgres import PostgresRegistry
 from tests.registry import v7_postgres as v7
 from tests.registry.conftest import migrate_to_current, schema_at_version
-from tests.registry.synth import Pool, count_rows, fill_both, mix_band_keys
+from tests.registry.synth import Pool, commit_both, count_rows, fill_both, mix_band_keys
 from tests.registry.synth import all_lookups as synth_lookups
 
 BATCHES = ["2026-12-01T00", "2026-12-01T01", "2026-12-01T02", "2026-12-01T03"]
@@ -74,9 +74,7 @@ def test_migration_0008_moves_every_fingerprint_into_one_documents_row(pg_dsn, v
     # A rerun of the compacted batch: its main-tier rows deleted, its new rows in the recent tier; being
     # the earliest, it retracts the later batches' copies of what it keeps.
     rerun0 = mixed_batch(pool, 150, BATCHES[0])
-    old.begin(BATCHES[0])
-    old.commit(BATCHES[0], rerun0)
-    mem.commit(BATCHES[0], rerun0)
+    commit_both(old, mem, BATCHES[0], rerun0)
     assert drop_retracted(admin, v7_schema, mem) > 0
     old.close()
     monkeypatch.undo()
@@ -116,9 +114,7 @@ def test_migration_0008_moves_every_fingerprint_into_one_documents_row(pg_dsn, v
         # A rerun of a migrated recent batch, earlier than BATCHES[3]: it replaces its rows and retracts
         # BATCHES[3]'s copies of what it keeps (MemoryRegistry does not model retraction: by hand).
         rerun = mixed_batch(pool, 60, BATCHES[2])
-        registry.begin(BATCHES[2])
-        stale = registry.commit(BATCHES[2], rerun).stale
-        mem.commit(BATCHES[2], rerun)
+        stale = commit_both(registry, mem, BATCHES[2], rerun).stale
         assert stale.get(BATCHES[3], 0) > 0
         with admin.cursor() as cur:
             cur.execute(f'SELECT doc_id FROM "{v7_schema}".registry_stale WHERE batch_id = %s', (BATCHES[3],))
@@ -129,9 +125,7 @@ def test_migration_0008_moves_every_fingerprint_into_one_documents_row(pg_dsn, v
         drop_retracted(admin, v7_schema, mem)
         assert lookups(registry, query) == lookups(mem, query)
         new = mixed_batch(pool, 80, "2026-12-01T04")
-        registry.begin("2026-12-01T04")
-        registry.commit("2026-12-01T04", new)
-        mem.commit("2026-12-01T04", new)
+        commit_both(registry, mem, "2026-12-01T04", new)
         want = lookups(mem, query)
         assert lookups(registry, query) == want
         done = registry.compact()

@@ -15,7 +15,7 @@ from dedup_tasks.registry.base import MemoryRegistry
 from dedup_tasks.registry.migrate import RegistryVersionError, check_version
 from dedup_tasks.registry.postgres import PostgresRegistry
 from tests.registry.conftest import migrate_to_current, schema_at_version
-from tests.registry.synth import NUM_PERM, Pool, canonical, fill_both
+from tests.registry.synth import NUM_PERM, Pool, canonical, commit_both, fill_both
 from tests.registry.test_registry_migration_0008 import mixed_batch
 
 BATCHES = ["2026-12-01T00", "2026-12-01T01", "2026-12-01T02", "2026-12-01T03"]
@@ -75,9 +75,7 @@ def test_migration_0009_keeps_lossless_rows_and_adds_bbit_ones(pg_dsn, v8_schema
         for batch_id in BATCHES[2:]:
             fp = mixed_batch(pool, 300, batch_id)
             fp = dataclasses.replace(fp, minhash_bits=8, minhash_bands=np.ascontiguousarray(fp.minhash_bands[:, :K]))
-            registry.begin(batch_id)
-            registry.commit(batch_id, fp)
-            mem.commit(batch_id, fp)
+            commit_both(registry, mem, batch_id, fp)
         with admin.cursor() as cur:
             cur.execute(f'SELECT length(d.signature) %% 2, count(*) FROM "{v8_schema}".documents d JOIN "{v8_schema}".registry_batches b'
                         " ON b.ord = d.batch_ord WHERE d.signature IS NOT NULL AND b.batch_id >= %s GROUP BY 1", (BATCHES[2],))  # fmt: skip
