@@ -206,18 +206,22 @@ def timed_batch(
 
 
 def run_batch(
-    registry: PostgresRegistry, batch_id: str, fp: Fingerprints, planted: int, all_layers: bool = False
+    registry: PostgresRegistry, batch_id: str, fp: Fingerprints, planted: int, all_layers: bool = False,
+    simhash_lookup: bool = True,
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
     registry.begin(batch_id)
     seconds: dict[str, float] = {}
     if all_layers:
-        # The other three lookups of the cascade (their keys are new: no hits, the lookup's cost).
-        for name, call in (
+        # The other lookups of the cascade (their keys are new: no hits, the lookup's cost); SimHash's
+        # only where the pipeline runs it (DedupConfig.simhash_registry_lookup).
+        calls = [
             ("url", lambda: registry.lookup_urls(batch_id, fp.url_key)),
             ("exact", lambda: registry.lookup_content(batch_id, fp.content_hash)),
-            ("simhash", lambda: registry.simhash_candidates(batch_id, fp.simhash, 12)),
-        ):
+        ]
+        if simhash_lookup:
+            calls.append(("simhash", lambda: registry.simhash_candidates(batch_id, fp.simhash, 12)))
+        for name, call in calls:
             t = time.perf_counter()
             call()
             seconds[name] = time.perf_counter() - t
@@ -306,7 +310,9 @@ def time_hour(
                 hour = []
                 for b in range(args.hour_batches):
                     fp, planted = timed_batch(rng, args.batch, b + 1, sample_sig, hasher)
-                    r = run_batch(registry, batch_id_of(10**6 + h * args.hour_batches + b), fp, planted, args.all_layers)
+                    r = run_batch(
+                        registry, batch_id_of(10**6 + h * args.hour_batches + b), fp, planted, args.all_layers, args.simhash_lookup == "on"
+                    )
                     r["load_average"] = os.getloadavg()
                     hour.append(r)
                     log(f"{docs:,}: hour {h} batch {b}: lookup {r['lookup_seconds']:.1f} s, commit {r['commit_seconds']:.1f} s,"
@@ -360,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="bits stored per signature value (DedupConfig.registry_signature_bits; 32: lossless)")
     parser.add_argument("--registry-bands", type=int, default=defaults.registry_bands,
                         help="band keys stored per document (DedupConfig.minhash_registry_bands)")
+    parser.add_argument("--simhash-lookup", choices=("on", "off"), default="on" if defaults.simhash_registry_lookup else "off",
+                        help="with --all-layers, also time the registry SimHash lookup (DedupConfig.simhash_registry_lookup)")
     args = parser.parse_args(argv)
     global REGISTRY_BANDS, SIGNATURE_BITS
     REGISTRY_BANDS, SIGNATURE_BITS = args.registry_bands, args.signature_bits
@@ -386,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         "bands": BANDS,
         "registry_bands": REGISTRY_BANDS,
         "signature_bits": SIGNATURE_BITS,
+        "simhash_lookup": args.all_layers and args.simhash_lookup == "on",
         "rows": ROWS,
         "sizes": [],
     }

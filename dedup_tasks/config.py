@@ -68,6 +68,12 @@ class DedupConfig:
 
     # L2 SimHash
     simhash_max_distance: int = 3
+    # Whether L2 also looks its SimHashes up in the registry. A registry hit is never a drop (L2 cannot
+    # verify it; L3's own registry lookup decides registered near copies), only a near miss recorded
+    # for L4 and the audit. The lookup reads every registered value (linear in the registry): 50 s of a
+    # 1M-document hour at 10M registered, 287 s at 50M, where MinHash's takes 47-73 s
+    # (docs/registry.md, "SimHash at 10B"). Off by default; it changes no L1-L3 decision.
+    simhash_registry_lookup: bool = False
     simhash_min_chars: int = 100
     simhash_zh_features: str = "char2"  # "char2" (character bigrams) or "jieba" (word segmentation)
     simhash_word_ngram: int = 2  # features are word bigrams: single words let function words dominate
@@ -148,28 +154,26 @@ class DedupConfig:
     minhash_registry_threshold: float = 0.8
     minhash_registry_min_coverage: float = 0.9
     minhash_registry_margin: float = 0.1
-    # Registered candidates estimated in [0.4, minhash_registry_threshold) are verified on their text,
-    # read back from their batch's published partition (one read, ~0.7 CPU s per 13k-row partition):
-    # from at most this many earlier batches per run, the most recent first; the others, and any
-    # candidate whose partition is gone, fall back to the signature rule (0: never read).
-    minhash_text_max_partitions: int = 24
+    # Registered candidates are verified on their text (all of them with b-bit signatures; those
+    # estimated in [0.4, minhash_registry_threshold) with lossless ones), read back from their batch's
+    # published partition: only the row groups holding them (io.read_published_rows; ~20-60 ms a
+    # partition, docs/registry.md "Per-document text reads"), from at most this many earlier batches
+    # per run, the most recent first. Candidates of the others, and of a partition that is gone, fall
+    # back to the signature rule with lossless signatures and are kept, with a reason, with b-bit ones
+    # (0: never read).
+    minhash_text_max_partitions: int = 1000
     # What the registry keeps of a document for L3 (issue #14, the 400-byte budget; docs/registry.md,
-    # schema 9). registry_signature_bits: 32 stores the lossless signature (schema 6-8: its coverage rule
-    # can judge a candidate on the signature alone); b < 32 stores b-bit MinHash (the low b bits of each
-    # value, num_perm * b / 8 bytes), from which only the Jaccard can be estimated, so every registered
-    # candidate estimated >= 0.4 is verified on its text read back from its published partition, and
-    # kept (TEXT_UNVERIFIED_REASON) where that text is not found. minhash_registry_bands: the registry
-    # stores and probes only the first K of the minhash_bands bands (0 or more than there are: all); the
-    # batch uses all.
-    # Defaults: the lossless signature and every band. The compact profile (1 bit, 16 bands: 320 bytes a
-    # document instead of 907, the fewest bytes that kept every issue-#17 bar on both seeds of `bench
-    # quality --size hours3`, also on the near copies of earlier hours alone; docs/registry.md, "Schema
-    # 9") verifies every registered candidate on its earlier text, and a run reads at most
-    # minhash_text_max_partitions whole partitions: copies of documents from more earlier batches than
-    # that are kept unverified, where the lossless signature decides them. Fine for the 3-hour bench,
-    # not yet for months of history (it needs the earlier text read per document, not per partition).
-    registry_signature_bits: int = 32
-    minhash_registry_bands: int = 0
+    # schema 9). registry_signature_bits: b < 32 stores b-bit MinHash (the low b bits of each value,
+    # num_perm * b / 8 bytes), from which only the Jaccard can be estimated, so every registered
+    # candidate estimated >= 0.4 is verified on its text and kept (TEXT_UNVERIFIED_REASON) where that
+    # text is not found; 32 stores the lossless signature (schemas 6-8: its coverage rule can judge a
+    # candidate on the signature alone). minhash_registry_bands: the registry stores and probes only
+    # the first K of the minhash_bands bands (0 or more than there are: all); the batch uses all.
+    # Defaults, 1 bit and 16 bands: 320 bytes a document over all layers instead of 907, the fewest
+    # bytes that kept every issue-#17 bar on both seeds of `bench quality --size hours3`, also on the
+    # near copies of earlier hours alone (docs/registry.md, "Schema 9").
+    registry_signature_bits: int = 1
+    minhash_registry_bands: int = 16
     zh_shingle_chars: int = 5
     # English shingles: "chars" (character n-grams of zh_shingle_chars, spaces dropped: a typo breaks
     # five of them, not every word n-gram holding the word) or "words" (en_shingle_words-grams).

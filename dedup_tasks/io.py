@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -11,7 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dedup_tasks.contract import ContractError, conform_schema
@@ -124,6 +127,98 @@ def read_input(path: Path) -> tuple[pa.Table, list[Path]]:
         return pa.concat_tables(tables, promote_options="permissive"), files
     except pa.ArrowException as exc:
         raise InputError(f"{path}: files have incompatible extra columns ({exc})") from exc
+
+
+# A published partition keeps its batch's template lines (normalize.text.template_lines) beside its
+# Parquet files, so a later run can read one earlier document back and strip exactly the lines its
+# batch stripped when it was fingerprinted, instead of reading the whole partition to learn them
+# again. The name starts with "_": Parquet readers (pyarrow, Spark) skip it. Inside the pipeline the
+# lines travel in the prepared table's schema metadata (TEMPLATE_LINES_KEY) to the publish step.
+TEMPLATE_LINES_FILE = "_template_lines.u64"
+TEMPLATE_LINES_KEY = b"crawl_dedup.template_lines"
+# Row groups small enough that reading a few documents back reads a few groups, not the hour.
+PUBLISHED_ROW_GROUP_ROWS = 4096
+
+
+def with_template_lines(table: pa.Table, templates: np.ndarray) -> pa.Table:
+    """``table`` with ``templates`` (uint64 line hashes) in its schema metadata."""
+    encoded = base64.b64encode(np.ascontiguousarray(templates, "<u8").tobytes())
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), TEMPLATE_LINES_KEY: encoded})
+
+
+def template_lines_of(schema: pa.Schema) -> np.ndarray | None:
+    """The template lines ``with_template_lines`` stored (None: a table without them)."""
+    value = (schema.metadata or {}).get(TEMPLATE_LINES_KEY)
+    return None if value is None else np.frombuffer(base64.b64decode(value), "<u8").astype(np.uint64)
+
+
+def carry_template_lines(source: pa.Table, table: pa.Table) -> pa.Table:
+    """``table`` with ``source``'s template lines, if it has them (renames and selects drop metadata)."""
+    templates = template_lines_of(source.schema)
+    return table if templates is None else with_template_lines(table, templates)
+
+
+def write_template_lines(folder: Path, templates: np.ndarray) -> None:
+    """The partition folder's TEMPLATE_LINES_FILE (written into the temporary folder of the publish)."""
+    (folder / TEMPLATE_LINES_FILE).write_bytes(np.ascontiguousarray(templates, "<u8").tobytes())
+
+
+def write_published(table: pa.Table, folder: Path, file_name: str = "part-00000.parquet") -> None:
+    """A kept partition's file (zstd, row groups of PUBLISHED_ROW_GROUP_ROWS) and, when ``table``
+    carries them, its batch's template lines beside it."""
+    templates = template_lines_of(table.schema)
+    if templates is not None:
+        metadata = {k: v for k, v in (table.schema.metadata or {}).items() if k != TEMPLATE_LINES_KEY}
+        table = table.replace_schema_metadata(metadata or None)
+        write_template_lines(folder, templates)
+    pq.write_table(table, folder / file_name, compression="zstd", row_group_size=PUBLISHED_ROW_GROUP_ROWS)
+
+
+@dataclass
+class PublishedRows:
+    """Rows read back from a published partition. ``templates`` is None for a partition published
+    without its template lines (by code before schema 9's reads, or by the Spark engine): ``table``
+    is then the whole partition, and the template lines must be learned over it, as before."""
+
+    table: pa.Table
+    templates: np.ndarray | None
+    row_groups_read: int = 0
+
+
+def read_published_rows(path: Path, doc_ids: np.ndarray | list[str]) -> PublishedRows:
+    """The rows of ``doc_ids`` in the published partition ``path`` (a directory of Parquet files or a
+    file): the doc_id column first, then only the row groups holding a wanted document. Raises
+    OSError / FileNotFoundError for a partition that is gone or unreadable; a doc_id not in the
+    partition is simply not returned."""
+    files = input_files(path) if path.exists() else []
+    if not files:
+        raise FileNotFoundError(f"published partition {path} not found")
+    parquets = [pq.ParquetFile(f) for f in files]
+    folder = path if path.is_dir() else path.parent
+    if not (folder / TEMPLATE_LINES_FILE).exists():
+        whole = [p.read() for p in parquets]
+        return PublishedRows(pa.concat_tables(whole, promote_options="permissive"), None, sum(p.num_row_groups for p in parquets))
+    templates = np.frombuffer((folder / TEMPLATE_LINES_FILE).read_bytes(), "<u8").astype(np.uint64)
+    wanted = pa.array(sorted({str(d) for d in doc_ids}), pa.string())
+    parts, groups_read = [], 0
+    for parquet in parquets:
+        ids = parquet.read(columns=["doc_id"]).column(0).cast(pa.string())
+        hit = np.flatnonzero(pc.is_in(ids, value_set=wanted).to_numpy(zero_copy_only=False))
+        if not len(hit):
+            continue
+        sizes = np.array([parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)], np.int64)
+        ends = np.cumsum(sizes)
+        group_of_hit = np.searchsorted(ends, hit, side="right")
+        groups = np.unique(group_of_hit)
+        # Position of each hit among the rows of the groups read: its offset in its group plus the
+        # rows of the groups read before it.
+        before = np.zeros(len(groups), np.int64)
+        np.cumsum(sizes[groups][:-1], out=before[1:])
+        local = hit - (ends - sizes)[group_of_hit] + before[np.searchsorted(groups, group_of_hit)]
+        parts.append(parquet.read_row_groups(groups.tolist()).take(pa.array(local)))
+        groups_read += len(groups)
+    table = pa.concat_tables(parts, promote_options="permissive") if parts else parquets[0].schema_arrow.empty_table()
+    return PublishedRows(table, templates, groups_read)
 
 
 def write_parquet_dir(table: pa.Table, final_dir: Path, file_name: str = "part-00000.parquet") -> Path:

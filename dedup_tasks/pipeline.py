@@ -20,7 +20,15 @@ from dedup_tasks.config import ALL_LAYERS, DedupConfig
 from dedup_tasks.contract import DECISIONS_SCHEMA, check_rows, conform_schema, repair_text, sort_batch
 from dedup_tasks.fingerprint.content_hash import content_hashes
 from dedup_tasks.fingerprint.hashing import strings_from_spans
-from dedup_tasks.io import BatchPaths, publish_outputs, read_input, recover_outputs
+from dedup_tasks.io import (
+    BatchPaths,
+    carry_template_lines,
+    publish_outputs,
+    read_input,
+    recover_outputs,
+    with_template_lines,
+    write_published,
+)
 from dedup_tasks.layers import LAYER_CLASSES, LayerContext, LayerStats
 from dedup_tasks.layers.base import (
     PRIVATE_PREFIX,
@@ -107,9 +115,12 @@ class BatchResult:
 # ---- prepare --------------------------------------------------------------------------------------
 
 
-def prepare(table: pa.Table, config: DedupConfig, source: str = "batch") -> pa.Table:
-    """Validate against the contract, sort into batch order, and add the per-row views all layers use."""
-    return prepare_with_text(table, config, source)[0]
+def prepare(table: pa.Table, config: DedupConfig, source: str = "batch", templates: np.ndarray | None = None) -> pa.Table:
+    """Validate against the contract, sort into batch order, and add the per-row views all layers use.
+
+    ``templates``: the template lines to strip (a published partition's, read back by
+    ``io.read_published_rows``); None learns them over ``table``, as a batch does."""
+    return prepare_with_text(table, config, source, templates)[0]
 
 
 # Batches whose text would take more than this many bytes as code points (4 per character) keep
@@ -121,8 +132,13 @@ def prepare(table: pa.Table, config: DedupConfig, source: str = "batch") -> pa.T
 TEXT_CACHE_BYTES = 256 << 20
 
 
-def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch") -> tuple[pa.Table, NearText | None]:
-    """``prepare``, plus the near-duplicate view as code points when the batch is within TEXT_CACHE_BYTES."""
+def prepare_with_text(
+    table: pa.Table, config: DedupConfig, source: str = "batch", templates: np.ndarray | None = None
+) -> tuple[pa.Table, NearText | None]:
+    """``prepare``, plus the near-duplicate view as code points when the batch is within TEXT_CACHE_BYTES.
+
+    The prepared table carries the template lines in its schema metadata (``io.with_template_lines``),
+    and so does the partition the batch publishes."""
     table = escape_input_names(conform_schema(table, source))
     table, repaired = repair_text(table, source)
     check_rows(table, source)
@@ -148,7 +164,9 @@ def prepare_with_text(table: pa.Table, config: DedupConfig, source: str = "batch
     site_codes = site_codes_of(np.where(keys.valid, keys.host, "").astype(object))
     batch = set_column(batch, "_ch_hi", pa.array(hashes[:, 0], pa.uint64()))
     batch = set_column(batch, "_ch_lo", pa.array(hashes[:, 1], pa.uint64()))
-    templates = template_lines(line_doc, line_hash, site_codes[line_doc])
+    if templates is None:
+        templates = template_lines(line_doc, line_hash, site_codes[line_doc])
+    batch = with_template_lines(batch, templates)
 
     # Pass 2: the near-duplicate view, title and content without template lines.
     given = batch.column("lang") if "lang" in batch.column_names else None
@@ -394,7 +412,7 @@ def assemble(prepared: pa.Table, kept: pa.Table, drops: list[pa.Table], ctx: Lay
     decisions = _repoint_to_committed(decisions, ctx.batch_id)
     public = [c for c in prepared.column_names if not c.startswith(PRIVATE_PREFIX)]
     kept_rows = unescape_input_names(prepared.select(public).take(kept.column("_row")))
-    return kept_rows, decisions
+    return carry_template_lines(prepared, kept_rows), decisions
 
 
 def _repoint_to_committed(decisions: pa.Table, batch_id: str) -> pa.Table:
@@ -517,7 +535,7 @@ def publish(paths: BatchPaths, result: BatchResult) -> None:
         paths.run_dir,
         [
             (paths.decisions, lambda tmp: pq.write_table(result.decisions, tmp / name, compression="zstd")),
-            (paths.deduped, lambda tmp: pq.write_table(result.kept, tmp / name, compression="zstd")),
+            (paths.deduped, lambda tmp: write_published(result.kept, tmp, name)),
         ],
         [(paths.summary, json.dumps(result.summary.to_dict(), indent=2, sort_keys=True, default=str))],
     )

@@ -53,7 +53,15 @@ from dedup_tasks.config import DedupConfig
 from dedup_tasks.contract import ContractError, check_rows, conform_schema, repair_text
 from dedup_tasks.fingerprint.candidates import facts_veto, verify_pairs
 from dedup_tasks.fingerprint.minhash import MinHasher, earlier_covered
-from dedup_tasks.io import BatchPaths, InputError, input_files, replace_dir, write_json, write_parquet_dir
+from dedup_tasks.io import (
+    BatchPaths,
+    InputError,
+    input_files,
+    replace_dir,
+    write_json,
+    write_parquet_dir,
+    write_template_lines,
+)
 from dedup_tasks.layers import LayerContext, LayerStats
 from dedup_tasks.layers.base import REASON, add_reason
 from dedup_tasks.layers.minhash import VERIFY_FLOOR, MinHashLayer, minhash_rows, verifier_of
@@ -425,6 +433,7 @@ class SparkFingerprints:
     seconds: float
     partitions: int
     timings: dict[str, float]  # seconds per Spark phase
+    templates: dict[str, np.ndarray]  # each batch's template lines, published beside its kept rows
 
     def rows(self, batch_id: str, text: bool = True) -> pa.Table:
         """The batch's rows without their shingle sets; without the near-duplicate text unless ``text``
@@ -527,7 +536,7 @@ def compute(
     pairs_dir = work / "pairs"
     candidate_pairs(spark, rows_dir, config, pairs_dir)
     timings["candidate_pairs_verified"] = time.perf_counter() - mark
-    return SparkFingerprints(rows_dir, pairs_dir, time.perf_counter() - started, partitions, timings)
+    return SparkFingerprints(rows_dir, pairs_dir, time.perf_counter() - started, partitions, timings, templates)
 
 
 # ---- the driver: the layers, batch by batch -----------------------------------------------------
@@ -766,7 +775,7 @@ def _run(spark, batches, config, registry, work, on_layer, partitions) -> list[B
             .orderBy("fetched_at", "doc_id")
             .drop("batch_id")
         )
-        publish_spark(paths, result, deduped)
+        publish_spark(paths, result, deduped, fps.templates.get(paths.batch_id))
         summaries.append(result.summary)
     return summaries
 
@@ -777,8 +786,9 @@ def pq_rows(folder: Path) -> int:
     return sum(pq.ParquetFile(f).metadata.num_rows for f in folder.glob("*.parquet")) if folder.exists() else 0
 
 
-def publish_spark(paths: BatchPaths, result: BatchResult, deduped: DataFrame) -> None:
-    """decisions/ from the driver, deduped/ from Spark, each written to a temporary directory then renamed."""
+def publish_spark(paths: BatchPaths, result: BatchResult, deduped: DataFrame, templates: np.ndarray | None = None) -> None:
+    """decisions/ from the driver, deduped/ from Spark (with the batch's template lines beside it, as
+    the CLI publishes them), each written to a temporary directory then renamed."""
     write_parquet_dir(result.decisions, paths.decisions)
 
     def fill(tmp: Path) -> None:
@@ -787,6 +797,8 @@ def publish_spark(paths: BatchPaths, result: BatchResult, deduped: DataFrame) ->
             marker.unlink()
         for crc in tmp.glob(".*.crc"):
             crc.unlink()
+        if templates is not None:
+            write_template_lines(tmp, templates)
 
     replace_dir(paths.deduped, fill)
     result.summary.outputs = {"deduped": str(paths.deduped), "decisions": str(paths.decisions), "summary": str(paths.summary)}

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.candidates import Verifier, stream_minhash, verify_pairs
@@ -151,13 +150,15 @@ class EarlierText:
     numbers: tuple[np.ndarray, np.ndarray]
     partitions_read: int = 0
     seconds: float = 0.0
+    row_groups_read: int = 0
 
 
 def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> EarlierText:
-    """The 5-gram sets of registered documents (doc_ids[i] of batch_ids[i]), from each batch's published
-    partition, prepared as a batch again (template lines are learned over the partition's kept rows, so
-    the whole partition is read; like L4's ``_published_texts``)."""
-    from dedup_tasks.io import partition_of
+    """The 5-gram sets of registered documents (doc_ids[i] of batch_ids[i]), read back from each batch's
+    published partition: only the row groups holding them, prepared with the template lines their
+    batch stripped (kept in the partition's footer). A partition published without them is read whole
+    and its template lines learned over its kept rows, as before."""
+    from dedup_tasks.io import partition_of, read_published_rows
     from dedup_tasks.pipeline import prepare
 
     started = time.perf_counter()
@@ -165,7 +166,7 @@ def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> E
     batch_ids = np.asarray(batch_ids, object).astype(str)
     index = np.full(len(doc_ids), -1, np.int64)
     why = np.full(len(doc_ids), None, object)
-    parts, sizes, read = [], [], 0
+    parts, sizes, read, groups = [], [], 0, 0
     num_parts, num_sizes = [], []
     done = 0
     batches = np.unique(batch_ids)[::-1]  # the most recent first
@@ -175,9 +176,13 @@ def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> E
         idx = np.flatnonzero(batch_ids == b)
         path = Path(cfg.root) / "deduped" / partition_of(b)
         try:
-            table = pq.read_table(path)
+            published = read_published_rows(path, doc_ids[idx])
             read += 1
-            prepared = prepare(table, cfg, source=f"published partition {partition_of(b)}")
+            groups += published.row_groups_read
+            if published.table.num_rows == 0:
+                why[idx] = f"doc not in the published partition of batch {b}"
+                continue
+            prepared = prepare(published.table, cfg, source=f"published partition {partition_of(b)}", templates=published.templates)
         except (FileNotFoundError, OSError, ValueError) as exc:
             # A deleted or unreadable partition must not stop the batch: its candidates fall back to
             # the signature rule, and their reasons say so.
@@ -203,7 +208,7 @@ def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> E
             done += len(uniq)
     hashes, offsets = _concat_sets(parts, sizes)
     numbers = _concat_sets(num_parts, num_sizes, np.uint64)
-    return EarlierText(hashes, offsets, index, why, numbers, read, time.perf_counter() - started)
+    return EarlierText(hashes, offsets, index, why, numbers, read, time.perf_counter() - started, groups)
 
 
 def _concat_sets(parts: list[np.ndarray], sizes: list[np.ndarray], dtype=np.uint32) -> tuple[np.ndarray, np.ndarray]:
@@ -361,7 +366,8 @@ class MinHashLayer(Layer):
                 self._stats = {
                     "registry_verified_on_text": len(got), "registry_text_missing": len(lost),
                     "registry_bbit_unverified": int((~lost_full).sum()),
-                    "partitions_read": earlier.partitions_read, "text_read_seconds": round(earlier.seconds, 3),
+                    "partitions_read": earlier.partitions_read, "row_groups_read": earlier.row_groups_read,
+                    "text_read_seconds": round(earlier.seconds, 3),
                 }  # fmt: skip
             decisions.add_registry(queries, hits, jac, ok, ~ok & (jac >= cfg.suspect_jaccard_min), -jac, covers, how)
         decisions.add_stream(self.in_batch(keys, sig, has & ~decisions.drop, sets, verifier, strict, batch, numbers))

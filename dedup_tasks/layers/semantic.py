@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dedup_tasks.embed.embedders import document_text, get_embedder, model_id_for
 from dedup_tasks.embed.sketch import SKETCH_MODEL_ID, story_sketches
@@ -48,6 +47,7 @@ class SemanticLayer(Layer):
         self._stats: dict = {}
         self._drop_thresholds = np.empty(0)
         self._partitions: dict[str, tuple[pa.Table, dict[str, int]] | None] = {}
+        self._whole_partitions: set[str] = set()
 
     @property
     def threshold(self) -> float | None:
@@ -88,6 +88,7 @@ class SemanticLayer(Layer):
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         self._stats = {"embedded": 0, "suspects": 0, "model_id": None, "cached": 0}
         self._partitions: dict[str, tuple[pa.Table, dict[str, int]] | None] = {}
+        self._whole_partitions: set[str] = set()
         if batch.num_rows == 0:
             return batch, Drops.none()
         if self.config.semantic_mode == "full":
@@ -173,7 +174,7 @@ class SemanticLayer(Layer):
         out: list[str | None] = [None] * len(doc_ids)
         for b in np.unique(batch_ids.astype(str)):
             idx = np.flatnonzero(batch_ids.astype(str) == b)
-            part = self._partition(b)
+            part = self._partition(b, doc_ids[idx])
             if part is None:
                 continue
             prepared, row_of = part
@@ -183,32 +184,48 @@ class SemanticLayer(Layer):
                 out[i] = t
         return out
 
-    def _partition(self, batch_id: str) -> tuple[pa.Table, dict[str, int]] | None:
-        """An earlier batch's published partition, prepared as its own batch was (None: not found),
-        with doc_id -> row. Read at most once per L4 run: candidate texts and the facts check share it.
+    def _partition(self, batch_id: str, doc_ids: np.ndarray) -> tuple[pa.Table, dict[str, int]] | None:
+        """Rows of an earlier batch's published partition, prepared as its own batch prepared them (None:
+        not found), with doc_id -> row; at least the rows of ``doc_ids`` that the partition holds.
+        Candidate texts and the facts check share what one L4 run has read.
 
-        The boilerplate view needs the whole partition (template lines are learned per site over the
-        batch): it is rebuilt over the partition's kept rows, which is why the whole file is read. This
-        runs once per earlier batch and model at most; afterwards the vectors come from the store.
+        Only the row groups holding the documents are read, stripped of the template lines their batch
+        stripped (kept in the partition's footer, ``io.read_published_rows``). A partition published
+        without them is read whole once and its template lines learned over its kept rows. Afterwards
+        the vectors come from the store.
         """
         from dedup_tasks.contract import ContractError
+        from dedup_tasks.io import read_published_rows
         from dedup_tasks.pipeline import prepare
 
-        if batch_id in self._partitions:
-            return self._partitions[batch_id]
+        cached = self._partitions.get(batch_id, ())
+        if cached is None or batch_id in self._whole_partitions:
+            return cached
+        have = cached[1] if cached else {}
+        wanted = sorted({str(d) for d in doc_ids} - have.keys())
+        if not wanted:
+            return cached or None
         path = Path(self.config.root) / "deduped" / partition_of(batch_id)
-        part = None
-        if not path.exists():
-            log.warning("semantic: published partition %s of candidate batch %s not found; its candidates are skipped", path, batch_id)
-        else:
-            table = pq.read_table(path)
-            try:
-                prepared = prepare(table, self.config, source="published partition")
-            except ContractError:
-                # Not a contract table (e.g. written by another tool): embed the raw title + content.
-                prepared = table
-            ids = prepared.column("doc_id").cast(pa.string()).to_pylist()
-            part = (prepared, {d: i for i, d in enumerate(ids)})
+        try:
+            published = read_published_rows(path, wanted)
+        except (FileNotFoundError, OSError, ValueError) as exc:
+            if not cached:
+                log.warning("semantic: published partition %s of candidate batch %s not found (%s); its candidates are skipped", path, batch_id, exc)
+                self._partitions[batch_id] = None
+            return cached or None
+        if published.templates is None:
+            self._whole_partitions.add(batch_id)
+        elif published.table.num_rows == 0:
+            return cached or None
+        try:
+            prepared = prepare(published.table, self.config, source="published partition", templates=published.templates)
+        except ContractError:
+            # Not a contract table (e.g. written by another tool): embed the raw title + content.
+            prepared = published.table
+        if cached:
+            prepared = pa.concat_tables([cached[0], prepared], promote_options="permissive")
+        ids = prepared.column("doc_id").cast(pa.string()).to_pylist()
+        part = (prepared, {d: i for i, d in enumerate(ids)})
         self._partitions[batch_id] = part
         return part
 
@@ -219,7 +236,7 @@ class SemanticLayer(Layer):
         values, sizes, done = [np.empty(0, np.uint64)], [np.empty(0, np.int64)], 0
         for b in np.unique(batch_ids.astype(str)):
             idx = np.flatnonzero(batch_ids.astype(str) == b)
-            part = self._partition(b)
+            part = self._partition(b, doc_ids[idx])
             if part is None or "_near_text" not in part[0].column_names:
                 continue
             prepared, row_of = part

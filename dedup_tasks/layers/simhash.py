@@ -1,8 +1,9 @@
 """L2: 64-bit weighted SimHash, Hamming distance <= 3, found through four 16-bit band buckets.
 
 A SimHash hit alone never drops a page (pages of one list article collide): an in-batch hit is
-verified on both documents' shingle sets by L3's verifier, and a registry hit, whose shingles are
-not at hand, is left to L3 (recorded as a near miss), which verifies it on the signatures.
+verified on both documents' shingle sets by L3's verifier, and a registry hit (only with
+``simhash_registry_lookup``), whose shingles are not at hand, is recorded as a near miss for L4 and
+the audit; L3's own registry lookup decides registered near copies.
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ class SimHashLayer(Layer):
 
         decisions = NearDupDecisions(n, ctx.batch_id, doc_ids)
         queries = np.flatnonzero(reliable)
-        hits = ctx.registry.simhash_candidates(ctx.batch_id, sims[queries])
+        hits = ctx.registry.simhash_candidates(ctx.batch_id, sims[queries]) if cfg.simhash_registry_lookup else ()
         if len(hits):
             dist = hamming(hits.payload["simhash"], sims[queries[hits.query]])
             never = np.zeros(len(hits), bool)  # unverifiable here: L3 decides (see the module docstring)
