@@ -177,8 +177,8 @@ def write_published(table: pa.Table, folder: Path, file_name: str = "part-00000.
 @dataclass
 class PublishedRows:
     """Rows read back from a published partition. ``templates`` is None for a partition published
-    without its template lines (by code before schema 9's reads, or by the Spark engine): ``table``
-    is then the whole partition, and the template lines must be learned over it, as before."""
+    without its template lines (by code before per-document reads): ``table`` is then the whole
+    partition, and the template lines must be learned over it, as before."""
 
     table: pa.Table
     templates: np.ndarray | None

@@ -48,6 +48,7 @@ class SemanticLayer(Layer):
         self._drop_thresholds = np.empty(0)
         self._partitions: dict[str, tuple[pa.Table, dict[str, int]] | None] = {}
         self._whole_partitions: set[str] = set()
+        self._asked: dict[str, set[str]] = {}
 
     @property
     def threshold(self) -> float | None:
@@ -89,6 +90,7 @@ class SemanticLayer(Layer):
         self._stats = {"embedded": 0, "suspects": 0, "model_id": None, "cached": 0}
         self._partitions: dict[str, tuple[pa.Table, dict[str, int]] | None] = {}
         self._whole_partitions: set[str] = set()
+        self._asked: dict[str, set[str]] = {}
         if batch.num_rows == 0:
             return batch, Drops.none()
         if self.config.semantic_mode == "full":
@@ -190,7 +192,7 @@ class SemanticLayer(Layer):
         Candidate texts and the facts check share what one L4 run has read.
 
         Only the row groups holding the documents are read, stripped of the template lines their batch
-        stripped (kept in the partition's footer, ``io.read_published_rows``). A partition published
+        stripped (kept beside the partition's files, ``io.read_published_rows``). A partition published
         without them is read whole once and its template lines learned over its kept rows. Afterwards
         the vectors come from the store.
         """
@@ -201,8 +203,9 @@ class SemanticLayer(Layer):
         cached = self._partitions.get(batch_id, ())
         if cached is None or batch_id in self._whole_partitions:
             return cached
-        have = cached[1] if cached else {}
-        wanted = sorted({str(d) for d in doc_ids} - have.keys())
+        asked = self._asked.setdefault(batch_id, set())
+        wanted = sorted({str(d) for d in doc_ids} - asked)  # a document the partition lacks is asked once
+        asked.update(wanted)
         if not wanted:
             return cached or None
         path = Path(self.config.root) / "deduped" / partition_of(batch_id)
