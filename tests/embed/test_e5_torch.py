@@ -70,16 +70,32 @@ def test_bf16_only_where_the_cpu_has_it(tmp_path) -> None:
     assert E5TorchEmbedder(max_tokens=16, threads=1, bf16=False)._model.bf16 is False
 
 
-def test_auto_threads_give_the_torch_embedder_one_thread(monkeypatch) -> None:
+def test_embed_threads_run_batches_side_by_side_on_one_torch_thread(monkeypatch) -> None:
+    import os
+
     import torch
 
     from dedup_tasks.embed import embedders
 
-    # After numba's OpenMP pool started (L1-L3 ran), two torch threads cost 3-4x the CPU of one.
+    # After numba's OpenMP pool started (L1-L3 ran), two torch threads cost 3-4x the CPU of one: torch
+    # keeps one thread, and embed_threads (auto: one per CPU) is the number of batches run at once.
     monkeypatch.setattr(embedders, "_CACHE", {})
-    embedders.get_embedder("e5", 128, threads=0)
+    auto = embedders.get_embedder("e5", 128, threads=0)
     assert torch.get_num_threads() == 1
+    assert auto._model.workers == len(os.sched_getaffinity(0))
     monkeypatch.setattr(embedders, "_CACHE", {})
-    embedders.get_embedder("e5", 128, threads=2)
-    assert torch.get_num_threads() == 2
-    torch.set_num_threads(1)
+    two = embedders.get_embedder("e5", 128, threads=2)
+    assert torch.get_num_threads() == 1 and two._model.workers == 2
+    monkeypatch.setattr(embedders, "_CACHE", {})
+
+
+def test_parallel_batches_give_the_same_vectors(pair) -> None:
+    from dedup_tasks.embed.e5_torch import E5Torch
+
+    texts = [f"{t} {i}" for i, t in enumerate(TEXTS * 12)]
+    one = pair[0]._model
+    two = E5Torch(bf16=one.bf16, threads=1, workers=2)
+    # Small batches, so that there are several to run side by side.
+    a = one.embed(texts, 64, batch_tokens=256)
+    b = two.embed(texts, 64, batch_tokens=256)
+    assert np.array_equal(a, b)
