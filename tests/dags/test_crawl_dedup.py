@@ -111,6 +111,8 @@ def _copy_crawl(src: Path, dst: Path) -> Path:
 def test_dag_runs_equal_cli_and_reruns_change_nothing(
     dag, airflow_db, sample_crawl, tmp_path, monkeypatch, pg_dsn, registry_schema
 ):
+    from dedup_tasks.io import TEMPLATE_LINES_FILE, BatchPaths
+
     dag_root = _copy_crawl(sample_crawl, tmp_path / "dag")
     cli_root = _copy_crawl(sample_crawl, tmp_path / "cli")
     for hour in HOURS:
@@ -120,6 +122,10 @@ def test_dag_runs_equal_cli_and_reruns_change_nothing(
         dag_decisions = _decisions(dag_root, hour)
         assert dag_decisions.equals(_decisions(cli_root, hour)), hour
         assert len(dag_decisions) == 300
+        # The staged steps carry the batch's template lines to the published partition, as the CLI does
+        # (later hours read registered documents back by them, io.read_published_rows).
+        lines = [(BatchPaths(root, hour).deduped / TEMPLATE_LINES_FILE).read_bytes() for root in (dag_root, cli_root)]
+        assert lines[0] == lines[1]
     # Hour 01's copies of hour 00 name hour 00.
     cross = _decisions(dag_root, HOURS[1])
     assert (cross.matched_batch_id == HOURS[0]).any()
