@@ -62,6 +62,16 @@ def estimated_jaccard(sig_a: np.ndarray, sig_b: np.ndarray, bits: np.ndarray | i
     return np.clip((m - chance) / (1.0 - chance), 0.0, 1.0)
 
 
+def estimate_sd(jaccard: float, bits: np.ndarray | int, num_perm: int) -> np.ndarray:
+    """Standard deviation of ``estimated_jaccard`` for a pair of true Jaccard ``jaccard`` on ``bits``-bit
+    values (binomial over ``num_perm`` values): 0.044 at J 0.45 with 32 bits and 128 values, 0.079 with
+    1 bit."""
+    b = np.minimum(np.asarray(bits, np.int64), 31).astype(np.float64)
+    chance = np.where(np.asarray(bits) >= 32, 0.0, 2.0**-b)
+    m = chance + (1.0 - chance) * jaccard
+    return np.sqrt(m * (1.0 - m) / num_perm) / (1.0 - chance)
+
+
 def truncate_signatures(sig: np.ndarray, bits: int) -> np.ndarray:
     """The low ``bits`` bits of each value (what a schema-9 registry stores); 32 or more: unchanged."""
     sig = np.asarray(sig, np.uint32)

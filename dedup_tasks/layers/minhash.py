@@ -5,7 +5,7 @@ A registered candidate estimated in [VERIFY_FLOOR, minhash_registry_threshold) i
 in-batch one, on the exact 5-gram sets: the earlier document's text is read back from its published
 partition (``<root>/deduped/<partition of its batch>``, as L4 does; one read per earlier batch
 touched). A candidate stored as a b-bit signature (``registry_signature_bits`` < 32, schema 9) is
-verified on its text from VERIFY_FLOOR up, whatever its estimate, and kept where that text is not
+verified on its text from its floor up (``bbit_text_floor``: 0.27 for 1 bit), whatever its estimate, and kept where that text is not
 there (``TEXT_UNVERIFIED_REASON``): a b-bit value cannot be inverted. For lossless signatures (rows of
 schema <= 8), where the text is not there (partition deleted, document missing) and for estimates from
 minhash_registry_threshold up, the signature decides: every value recovers one of the earlier's
@@ -30,6 +30,7 @@ from dedup_tasks.fingerprint.minhash import (
     MinHasher,
     coverage_from_jaccard,
     earlier_covered,
+    estimate_sd,
     estimated_jaccard,
 )
 from dedup_tasks.layers.base import (
@@ -60,6 +61,11 @@ NO_SHINGLES_REASON = "no text to shingle: MinHash not applied"
 # Candidates estimated below this Jaccard are not verified: at 128 permutations an estimate of 0.4
 # hides a true 0.5 with probability ~0.02.
 VERIFY_FLOOR = 0.4
+# The verifier accepts no copy under J 0.45. A b-bit estimate is noisy (1 bit, 128 values: +-0.079 at
+# 0.45), so b-bit registry candidates are read back from this many standard deviations under 0.45 (1 bit:
+# 0.27): a copy at J 0.45 falls under it 1% of the time, where VERIFY_FLOOR lost 1 in 4 of those at 0.47.
+LOWEST_COPY_JACCARD = 0.45
+BBIT_FLOOR_SDS = 2.33
 # How a registry candidate was judged, at the end of its drop's reason.
 ON_TEXT = " (verified)"
 ON_SIGNATURE = " (verified on its signature)"
@@ -134,6 +140,11 @@ def signatures_of(batch: pa.Table) -> np.ndarray:
     column = batch.column("_minhash").combine_chunks()
     width = column.type.list_size
     return column.values.to_numpy().reshape(-1, width)
+
+
+def bbit_text_floor(bits: np.ndarray | int, num_perm: int) -> np.ndarray:
+    """The estimate from which a b-bit registry candidate is verified on its text (never above VERIFY_FLOOR)."""
+    return np.minimum(VERIFY_FLOOR, LOWEST_COPY_JACCARD - BBIT_FLOOR_SDS * estimate_sd(LOWEST_COPY_JACCARD, bits, num_perm))
 
 
 @dataclass
@@ -339,9 +350,11 @@ class MinHashLayer(Layer):
             on_signature = np.where(strict[rows] < 0, cfg.minhash_short_jaccard, strict[rows])
             ok = registry_verifier_of(cfg).accepts(jac, *covers, on_signature) & (jac >= VERIFY_FLOOR) & full
             how = np.full(len(hits), ON_SIGNATURE, object)
-            # A b-bit signature only estimates J (+-0.04): every such candidate from VERIFY_FLOOR up is
-            # settled on the earlier text, as lossless ones are in [VERIFY_FLOOR, registry threshold).
-            band = np.flatnonzero((jac >= VERIFY_FLOOR) & ((jac < cfg.minhash_registry_threshold) | ~full))
+            # A b-bit signature only estimates J: every such candidate from its floor up (under
+            # VERIFY_FLOOR by the estimate's noise) is settled on the earlier text, as lossless ones are
+            # in [VERIFY_FLOOR, registry threshold).
+            floor = np.where(full, VERIFY_FLOOR, bbit_text_floor(bits, cfg.minhash_num_perm))
+            band = np.flatnonzero((jac >= floor) & ((jac < cfg.minhash_registry_threshold) | ~full))
             if len(band):
                 # The signature alone cannot tell a truncated copy from a page of the same template
                 # in this band (docs/near-copies.md): the earlier text settles it.
