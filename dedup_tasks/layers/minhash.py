@@ -5,7 +5,7 @@ A registered candidate estimated in [VERIFY_FLOOR, minhash_registry_threshold) i
 in-batch one, on the exact 5-gram sets: the earlier document's text is read back from its published
 partition (``<root>/deduped/<partition of its batch>``, as L4 does; one read per earlier batch
 touched). A candidate stored as a b-bit signature (``registry_signature_bits`` < 32, schema 9) is
-verified on its text from its floor up (``bbit_text_floor``: 0.27 for 1 bit), whatever its estimate, and kept where that text is not
+verified on its text from its floor up (``bbit_text_floor``: 0.21 for 1 bit), whatever its estimate, and kept where that text is not
 there (``TEXT_UNVERIFIED_REASON``): a b-bit value cannot be inverted. For lossless signatures (rows of
 schema <= 8), where the text is not there (partition deleted, document missing) and for estimates from
 minhash_registry_threshold up, the signature decides: every value recovers one of the earlier's
@@ -63,9 +63,9 @@ NO_SHINGLES_REASON = "no text to shingle: MinHash not applied"
 VERIFY_FLOOR = 0.4
 # The verifier accepts no copy under J 0.45. A b-bit estimate is noisy (1 bit, 128 values: +-0.079 at
 # 0.45), so b-bit registry candidates are read back from this many standard deviations under 0.45 (1 bit:
-# 0.27): a copy at J 0.45 falls under it 1% of the time, where VERIFY_FLOOR lost 1 in 4 of those at 0.47.
+# 0.21): a copy at J 0.45 falls under it 0.13% of the time, where VERIFY_FLOOR 0.4 lost a quarter of those.
 LOWEST_COPY_JACCARD = 0.45
-BBIT_FLOOR_SDS = 2.33
+BBIT_FLOOR_SDS = 3.0
 # How a registry candidate was judged, at the end of its drop's reason.
 ON_TEXT = " (verified)"
 ON_SIGNATURE = " (verified on its signature)"
