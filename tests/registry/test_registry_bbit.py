@@ -73,6 +73,26 @@ def test_bbit_estimate_is_corrected_for_chance_agreement(bits):
     assert got[0] == 0.0 and got[1] == 1.0
 
 
+@pytest.mark.parametrize("bits", [1, 2, 32])
+def test_estimate_sd_and_the_text_floor_of_bbit_candidates(bits):
+    from dedup_tasks.fingerprint.minhash import estimate_sd
+    from dedup_tasks.layers.minhash import LOWEST_COPY_JACCARD, VERIFY_FLOOR, bbit_text_floor
+
+    # The spread of the estimate at the lowest Jaccard a copy can have, simulated as MinHash values.
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 2**32, (4000, 128), dtype=np.uint64).astype(np.uint32)
+    b = rng.integers(0, 2**32, (4000, 128), dtype=np.uint64).astype(np.uint32)
+    same = rng.random((4000, 128)) < LOWEST_COPY_JACCARD
+    b[same] = a[same]
+    est = estimated_jaccard(truncate_signatures(a, bits), truncate_signatures(b, bits), bits)
+    assert est.std() == pytest.approx(float(estimate_sd(LOWEST_COPY_JACCARD, bits, 128)), rel=0.08)
+    floor = float(bbit_text_floor(bits, 128))
+    if bits < 32:
+        # Under VERIFY_FLOOR by the noise: at most ~0.13% of such copies fall under it (0.4 lost ~25% on 1 bit).
+        assert floor < VERIFY_FLOOR and (est < floor).mean() < 0.005
+        assert (est < VERIFY_FLOOR).mean() > (0.2 if bits == 1 else 0.1)
+
+
 @pytest.mark.parametrize("bits,bands", [(8, BANDS), (4, 5), (32, 5)])
 def test_bbit_rows_and_k_bands_equal_memory_registry(make_registry, admin, schema, bits, bands):
     pool = Pool(np.random.default_rng(11), size=200)
