@@ -236,7 +236,9 @@ def members(values: np.ndarray, of: np.ndarray) -> np.ndarray:
     return out
 
 
-@njit(cache=True)
+# Not cached: numba stamps a cached kernel with its own file only, and these inline kernels.hash_slot
+# (dedup_tasks/kernel_cache.py stamps the package's kernels with all its kernel files; not this one).
+@njit
 def _fill_table(values, keys, slots):
     for i in range(len(values)):
         s = kernels.hash_slot(keys, slots, values[i])
@@ -244,7 +246,7 @@ def _fill_table(values, keys, slots):
         slots[s] = i
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@njit(parallel=True, nogil=True)
 def _probe_table(values, keys, slots, out):
     for i in prange(len(values)):
         out[i] = slots[kernels.hash_slot(keys, slots, np.uint64(values[i]))] >= 0

@@ -167,8 +167,8 @@ class EarlierText:
 def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> EarlierText:
     """The 5-gram sets of registered documents (doc_ids[i] of batch_ids[i]), read back from each batch's
     published partition: only the row groups holding them, prepared with the template lines their
-    batch stripped (kept in the partition's footer). A partition published without them is read whole
-    and its template lines learned over its kept rows, as before."""
+    batch stripped (kept beside the partition's files, ``io.read_published_rows``). A partition
+    published without them is read whole and its template lines learned over its kept rows, as before."""
     from dedup_tasks.io import partition_of, read_published_rows
     from dedup_tasks.pipeline import prepare
 

@@ -114,12 +114,13 @@ class SimHashLayer(Layer):
         doc_ids = strings_np(batch, "doc_id")
 
         decisions = NearDupDecisions(n, ctx.batch_id, doc_ids)
-        queries = np.flatnonzero(reliable)
-        hits = ctx.registry.simhash_candidates(ctx.batch_id, sims[queries]) if cfg.simhash_registry_lookup else ()
-        if len(hits):
-            dist = hamming(hits.payload["simhash"], sims[queries[hits.query]])
-            never = np.zeros(len(hits), bool)  # unverifiable here: L3 decides (see the module docstring)
-            decisions.add_registry(queries, hits, dist, never, dist <= cfg.suspect_hamming_max, dist)
+        if cfg.simhash_registry_lookup:
+            queries = np.flatnonzero(reliable)
+            hits = ctx.registry.simhash_candidates(ctx.batch_id, sims[queries])
+            if len(hits):
+                dist = hamming(hits.payload["simhash"], sims[queries[hits.query]])
+                never = np.zeros(len(hits), bool)  # unverifiable here: L3 decides (see the module docstring)
+                decisions.add_registry(queries, hits, dist, never, dist <= cfg.suspect_hamming_max, dist)
         result = stream_simhash(sims, reliable & ~decisions.drop, cfg.simhash_max_distance, cfg.suspect_hamming_max)
         covers = self._verify(batch, result, ctx)
         decisions.add_stream(result)
