@@ -38,6 +38,7 @@ from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.hashing import codepoints
 from dedup_tasks.fingerprint.minhash import MinHasher
+from dedup_tasks.fingerprint.stoplist import load_stoplist
 from dedup_tasks.io import BatchPaths
 from dedup_tasks.layers.minhash import minhash_rows
 from dedup_tasks.pipeline import layer_view, prepare_with_text
@@ -103,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", type=int, default=None, help="--index: documents in the generated hour (default: the size's)")
     parser.add_argument("--index", action="store_true", help="measure the registry index variants (stoplist, in-word 5-grams, word 3-grams, two bands)")
     parser.add_argument("--stoplist-seed", type=int, default=None, help="the generated hour the stoplist is learned on (default: seed xor 1)")
+    parser.add_argument("--stoplist", action="append", default=[], metavar="NAME_OR_FILE",
+                        help="--index: also measure this stoplist (a built-in name or a .u32 file; repeatable)")
+    parser.add_argument("--only", default=None, help="--index: measure only the variants whose name contains this")
     parser.add_argument("--output", default="background-candidates-index", help="result name of --index (bench/results/NAME.json)")
     args = parser.parse_args(argv)
     if args.index:
@@ -400,6 +404,9 @@ def measure_index(args) -> int:
     variants: dict[str, tuple[np.ndarray, np.ndarray]] = {"product 5-grams (today)": product}
     for cutoff, stop in stoplists.items():
         variants[f"stoplist df > {cutoff:.1%}"] = drop_shingles(*product, stop, is_en)
+    for name in args.stoplist:
+        stop = load_stoplist(name)
+        variants[f"stoplist {stop.name} ({len(stop):,})"] = drop_shingles(*product, stop.hashes, is_en)
     in_word = pick_sets(product, unique_sets(*in_word_shingles(cp, cp_offsets, config.zh_shingle_chars)), is_en)
     variants["in-word 5-grams"] = in_word
     variants["word 3-grams"] = unique_sets(*minhash_rows(*product_args, False)[2])
@@ -425,6 +432,8 @@ def measure_index(args) -> int:
         "variants": {},
     }  # fmt: skip
     bins = {"0.5-0.7": (near_j >= 0.5) & (near_j < 0.7), ">=0.7": near_j >= 0.7}
+    if args.only:
+        variants = {k: v for k, v in variants.items() if args.only in k or k.startswith("product")}
     for name, (hashes, offsets) in variants.items():
         has = np.diff(offsets) > 0
         sig = hasher.signatures(hashes, offsets)

@@ -176,6 +176,20 @@ class DedupConfig:
     # 42 (docs/registry.md, "Session 10").
     registry_signature_bits: int = 1
     minhash_registry_bands: int = 24
+    # The registry's band keys at ten billion documents (docs/registry.md, "The index signature"):
+    # unrelated English articles agree on a band by chance through the language's common 5-grams, ~2e-4
+    # per registered English document on 24 bands, so a lookup's false candidates grow with all history.
+    # minhash_registry_stoplist: the band keys come from a MinHash over each document's shingles minus
+    # this stoplist's (a built-in name from dedup_tasks/fingerprint/stoplists, or a .u32 file that
+    # `python -m dedup_tasks stoplist learn` wrote from a sample of the crawl; "" keys the registry on
+    # the plain signature). It is part of the key space: the registry records it and refuses another.
+    # minhash_registry_main_min_bands: a document of the registry's main tier (everything older than the
+    # last compaction) is a candidate only when this many of its bands agree with the query; the recent
+    # tier (hours) needs one. Two with the stoplist: ~4e-9 chance candidates per English document
+    # instead of 2e-4; near copies at J 0.5-0.7 of main-tier documents are found at ~0.95-0.98 instead of
+    # ~0.99 (J >= 0.7: 1.000).
+    minhash_registry_stoplist: str = "en-5gram-sotu-df2pct-v1"
+    minhash_registry_main_min_bands: int = 2
     zh_shingle_chars: int = 5
     # English shingles: "chars" (character n-grams of zh_shingle_chars, spaces dropped: a typo breaks
     # five of them, not every word n-gram holding the word) or "words" (en_shingle_words-grams).
@@ -365,6 +379,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "minhash_text_max_partitions": (0, None),
     "registry_signature_bits": (1, 32),
     "minhash_registry_bands": (0, None),
+    "minhash_registry_main_min_bands": (1, None),
     "zh_shingle_chars": (1, 64),
     "en_shingle_words": (1, 64),
     "semantic_threshold": (-1.0, 1.0),

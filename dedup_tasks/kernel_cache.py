@@ -26,6 +26,7 @@ KERNEL_FILES: tuple[str, ...] = (
     "fingerprint/candidates.py",
     "fingerprint/kernels.py",
     "fingerprint/numbers.py",
+    "fingerprint/stoplist.py",
     "normalize/codepoint_kernels.py",
     "normalize/fold.py",
     "registry/_bandblocks.py",

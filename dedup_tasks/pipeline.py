@@ -20,6 +20,7 @@ from dedup_tasks.config import ALL_LAYERS, DedupConfig
 from dedup_tasks.contract import DECISIONS_SCHEMA, check_rows, conform_schema, repair_text, sort_batch
 from dedup_tasks.fingerprint.content_hash import content_hashes
 from dedup_tasks.fingerprint.hashing import strings_from_spans
+from dedup_tasks.fingerprint.minhash import MinHasher
 from dedup_tasks.io import (
     BatchPaths,
     carry_template_lines,
@@ -43,7 +44,7 @@ from dedup_tasks.layers.base import (
     strings_np,
     unescape_input_names,
 )
-from dedup_tasks.layers.minhash import signatures_of
+from dedup_tasks.layers.minhash import registry_band_keys_of, signatures_of
 from dedup_tasks.layers.near import NEAR_LEN
 from dedup_tasks.normalize import codepoint_kernels as ck
 from dedup_tasks.normalize.fold import fold_codepoints, fold_scratch_size
@@ -324,7 +325,6 @@ def run_layers(
 
 
 def fingerprints_of(survivors: pa.Table, config: DedupConfig) -> Fingerprints:
-    from dedup_tasks.fingerprint.minhash import MinHasher
     from dedup_tasks.layers.content import content_hash_columns, ensure_content_hash
 
     n = survivors.num_rows
@@ -343,13 +343,24 @@ def fingerprints_of(survivors: pa.Table, config: DedupConfig) -> Fingerprints:
         has_simhash=(survivors.column("_has_simhash").to_numpy().astype(bool) if "_simhash" in names else np.zeros(n, bool)) & not_empty,
         minhash=sig,
         has_minhash=(survivors.column("_has_minhash").to_numpy().astype(bool) if has_minhash else np.zeros(n, bool)) & not_empty,
-        # The registry keeps only the first registry_bands bands and registry_signature_bits of each
-        # value (docs/registry.md, schema 9); L3 probes the same bands.
-        minhash_bands=hasher.band_keys(sig)[:, : config.registry_bands] if n else np.zeros((0, config.registry_bands), np.uint64),
+        # The registry keeps registry_signature_bits of each value (docs/registry.md, schema 9) and the
+        # band keys L3 probed with (its index signature's first registry_bands bands).
+        minhash_bands=_registry_bands(survivors, sig, has_minhash, config, hasher),
         has_content=not_empty,
         minhash_bits=config.registry_signature_bits,
     )
 
+
+
+def _registry_bands(survivors: pa.Table, sig: np.ndarray, has_minhash: bool, config: DedupConfig, hasher: MinHasher) -> np.ndarray:
+    keys = registry_band_keys_of(survivors)
+    if keys is not None:
+        return keys
+    if has_minhash and survivors.num_rows and config.minhash_registry_stoplist:
+        # The index signature needs the shingle sets, which only L3 has: registering the plain
+        # signature's keys here would put them where no lookup of this registry looks.
+        raise ValueError("the kept rows carry MinHash signatures but not the registry band keys L3 computes (_registry_bands)")
+    return hasher.band_keys(sig)[:, : config.registry_bands] if survivors.num_rows else np.zeros((0, config.registry_bands), np.uint64)
 
 
 def commit(survivors: pa.Table, ctx: LayerContext) -> tuple[pa.Table, pa.Table]:

@@ -53,6 +53,7 @@ from dedup_tasks.config import DedupConfig
 from dedup_tasks.contract import ContractError, check_rows, conform_schema, repair_text
 from dedup_tasks.fingerprint.candidates import facts_veto, verify_pairs
 from dedup_tasks.fingerprint.minhash import MinHasher, earlier_covered
+from dedup_tasks.fingerprint.stoplist import registry_band_keys
 from dedup_tasks.io import (
     BatchPaths,
     InputError,
@@ -64,7 +65,13 @@ from dedup_tasks.io import (
 )
 from dedup_tasks.layers import LayerContext, LayerStats
 from dedup_tasks.layers.base import REASON, add_reason
-from dedup_tasks.layers.minhash import VERIFY_FLOOR, MinHashLayer, minhash_rows, verifier_of
+from dedup_tasks.layers.minhash import (
+    VERIFY_FLOOR,
+    MinHashLayer,
+    minhash_rows,
+    registry_stoplist,
+    verifier_of,
+)
 from dedup_tasks.layers.near import NEAR_LEN, number_sets, passage_runs
 from dedup_tasks.layers.simhash import SimHashLayer, simhash_rows
 from dedup_tasks.pipeline import (
@@ -84,12 +91,12 @@ from dedup_tasks.registry.base import Registry
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-ENGINE_COLUMNS = ("_spark_simhash", "_spark_minhash", "_spark_shingles", "_near_len")
+ENGINE_COLUMNS = ("_spark_simhash", "_spark_minhash", "_spark_shingles", "_spark_registry_bands", "_near_len")
 # What the driver reads of the executors' rows: everything but the shingle sets, which stay on disk
 # (read back only for the few rows with a registry MinHash hit).
 _DRIVER_COLUMNS = (
     "doc_id", "fetched_us", "url_key", "url_valid", "url_reason", "ch_hi", "ch_lo", "repaired", "near_text", "lang",
-    "near_len", "too_long", "simhash", "sig", "shingles",
+    "near_len", "too_long", "simhash", "sig", "shingles", "reg_bands",
 )  # fmt: skip
 
 # Spark has no unsigned integers: 64-bit keys and hashes travel as the int64 with the same bits.
@@ -111,7 +118,7 @@ _VERDICTS_ARROW = pa.schema(
 SIMHASH_KIND, MINHASH_KIND = 0, 1
 _FP_SCHEMA = (
     "batch_id string, doc_id string, near_text string, lang string, near_len long, too_long boolean,"
-    " simhash long, sig binary, sig_words array<int>, shingles long, sets binary"
+    " simhash long, sig binary, sig_words array<int>, shingles long, sets binary, reg_bands binary"
 )
 
 
@@ -236,6 +243,11 @@ def _fingerprints(table: pa.Table, templates: np.ndarray, config: DedupConfig, h
     set_bytes = pa.Array.from_buffers(
         pa.binary(), n, [None, pa.py_buffer((set_offsets * 4).astype(np.int32)), pa.py_buffer(np.ascontiguousarray(sets, np.uint32).tobytes())]
     )
+    # The registry's band keys need the shingle sets, which stay here: L3's own function, on the executor.
+    reg = registry_band_keys(sig, (sets, set_offsets), hasher, config.registry_bands, registry_stoplist(config))
+    reg_bytes = pa.Array.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32) * (8 * reg.shape[1])), pa.py_buffer(np.ascontiguousarray(reg).tobytes())]
+    )
     return pa.RecordBatch.from_pydict(
         {
             "batch_id": table.column("batch_id").cast(pa.string()).combine_chunks(),
@@ -253,6 +265,7 @@ def _fingerprints(table: pa.Table, templates: np.ndarray, config: DedupConfig, h
             ),
             "shingles": pa.array(np.asarray(counts, np.int64)),
             "sets": set_bytes,
+            "reg_bands": reg_bytes,
         }
     )
 
@@ -605,6 +618,10 @@ class SparkMinHashLayer(MinHashLayer):
         counts = batch.column("_spark_shingles").to_numpy().astype(np.int64)
         return sig.reshape(batch.num_rows, hasher.num_perm), counts, None
 
+    def registry_keys(self, batch, sig, sets, hasher):
+        values, _ = _uint32_rows(batch.column("_spark_registry_bands").combine_chunks())
+        return values.copy().view(np.uint64).reshape(batch.num_rows, self.config.registry_bands)
+
     def registry_covered(self, sig_earlier, rows, sets, hasher, batch):
         uniq, inverse = np.unique(rows, return_inverse=True)
         hashes, offsets = self.sets_of(uniq, sets, batch)
@@ -662,6 +679,7 @@ def _prepared(rows: pa.Table, source: str) -> pa.Table:
             "_spark_simhash": pa.array(_unsigned(rows.column("simhash")), pa.uint64()),
             "_spark_minhash": rows.column("sig"),
             "_spark_shingles": rows.column("shingles"),
+            "_spark_registry_bands": rows.column("reg_bands"),
         }
     )
     too_long = rows.column("too_long").to_numpy(zero_copy_only=False).astype(bool)

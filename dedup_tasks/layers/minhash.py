@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.candidates import Verifier, stream_minhash, verify_pairs
 from dedup_tasks.fingerprint.minhash import (
@@ -33,6 +34,7 @@ from dedup_tasks.fingerprint.minhash import (
     estimate_sd,
     estimated_jaccard,
 )
+from dedup_tasks.fingerprint.stoplist import Stoplist, load_stoplist, registry_band_keys
 from dedup_tasks.layers.base import (
     Drops,
     Layer,
@@ -134,6 +136,23 @@ def minhash_rows(
 
 def signature_column(sig: np.ndarray) -> pa.Array:
     return pa.FixedSizeListArray.from_arrays(pa.array(sig.ravel(), pa.uint32()), sig.shape[1])
+
+
+def band_key_column(keys: np.ndarray) -> pa.Array:
+    return pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(keys).ravel(), pa.uint64()), keys.shape[1])
+
+
+def registry_band_keys_of(batch: pa.Table) -> np.ndarray | None:
+    """The ``_registry_bands`` column the layer wrote, as (n, bands) uint64 (None where it is absent)."""
+    if "_registry_bands" not in batch.column_names:
+        return None
+    column = batch.column("_registry_bands").combine_chunks()
+    return column.values.to_numpy().reshape(-1, column.type.list_size)
+
+
+def registry_stoplist(config: DedupConfig) -> Stoplist | None:
+    """The stoplist of the registry's index signature (None: keys of the plain signature)."""
+    return load_stoplist(config.minhash_registry_stoplist) if config.minhash_registry_stoplist else None
 
 
 def signatures_of(batch: pa.Table) -> np.ndarray:
@@ -289,6 +308,12 @@ class MinHashLayer(Layer):
         """``earlier_covered`` of registered signatures by the batch's ``rows``."""
         return earlier_covered(sig_earlier, rows, *sets, hasher)
 
+    def registry_keys(
+        self, batch: pa.Table, sig: np.ndarray, sets: tuple[np.ndarray, np.ndarray], hasher: MinHasher
+    ) -> np.ndarray:
+        """The rows' registry band keys (``fingerprint.stoplist.registry_band_keys``)."""
+        return registry_band_keys(sig, sets, hasher, self.config.registry_bands, registry_stoplist(self.config))
+
     def sets_of(self, rows: np.ndarray, sets: tuple[np.ndarray, np.ndarray], batch: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         """The shingle sets (hashes, offsets) of the batch's ``rows`` (sorted, unique), in that order."""
         return _gather(sets, rows)
@@ -329,8 +354,13 @@ class MinHashLayer(Layer):
 
         decisions = NearDupDecisions(n, ctx.batch_id, doc_ids)
         queries = np.flatnonzero(has)
-        # The registry stores and probes only the first registry_bands bands (the batch uses all).
-        hits = ctx.registry.minhash_candidates(ctx.batch_id, keys[queries][:, : cfg.registry_bands])
+        # The registry stores and probes the index signature's first registry_bands bands (the batch
+        # uses all of the product signature's): fingerprint.stoplist.
+        registry_keys = self.registry_keys(batch, sig, sets, hasher)
+        batch = set_column(batch, "_registry_bands", band_key_column(registry_keys))
+        hits = ctx.registry.minhash_candidates(
+            ctx.batch_id, registry_keys[queries], main_min_bands=cfg.minhash_registry_main_min_bands
+        )
         self._stats = {}
         unverified = np.zeros(n, bool)  # rows with a candidate in the text band whose text was not found
         unchecked = np.zeros(n, bool)  # rows with a b-bit candidate whose text was not found (kept)

@@ -113,9 +113,13 @@ class Registry(abc.ABC):
         """
 
     @abc.abstractmethod
-    def minhash_candidates(self, batch_id: str, band_keys: np.ndarray) -> Matches:
+    def minhash_candidates(self, batch_id: str, band_keys: np.ndarray, *, main_min_bands: int = 1) -> Matches:
         """Registered documents sharing at least one LSH band key; payload['minhash'] (m, num_perm) uint32
-        as stored (b-bit rows: only the low bits), payload['minhash_bits'] (m,) uint8 each row's bits."""
+        as stored (b-bit rows: only the low bits), payload['minhash_bits'] (m,) uint8 each row's bits.
+
+        A document of the main tier (registered before the last compaction) must share at least
+        ``main_min_bands`` of its band keys with the query (two make chance agreements of unrelated
+        documents ~1,000x rarer: docs/registry.md, "The index signature"); one of the recent tier, one."""
 
     # ---- writes -------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -159,6 +163,11 @@ class MemoryRegistry(Registry):
 
     def __init__(self) -> None:
         self._batches: dict[str, Fingerprints] = {}
+        self._main: set[str] = set()  # batches registered before the last compact()
+
+    def compact(self) -> None:
+        """Move every registered batch to the main tier (as PostgresRegistry.compact does)."""
+        self._main = set(self._batches)
 
     def _earlier(self, batch_id: str) -> list[tuple[str, Fingerprints]]:
         return [(b, fp) for b, fp in sorted(self._batches.items()) if b < batch_id and len(fp)]
@@ -219,7 +228,7 @@ class MemoryRegistry(Registry):
             )
         return _dedupe_matches(_concat_matches([p for p in parts if len(p)], ("simhash",)))
 
-    def minhash_candidates(self, batch_id: str, band_keys: np.ndarray) -> Matches:
+    def minhash_candidates(self, batch_id: str, band_keys: np.ndarray, *, main_min_bands: int = 1) -> Matches:
         parts = []
         for band in range(band_keys.shape[1] if band_keys.ndim == 2 else 0):
             parts.append(
@@ -231,7 +240,10 @@ class MemoryRegistry(Registry):
                     lambda fp: fp.has_minhash,
                 )
             )
-        return _dedupe_matches(_concat_matches([p for p in parts if len(p)], ("minhash", "minhash_bits")))
+        found = _concat_matches([p for p in parts if len(p)], ("minhash", "minhash_bits"))
+        if main_min_bands > 1 and self._main and len(found):
+            found = _agreeing(found, np.isin(found.batch_id, list(self._main)), main_min_bands)
+        return _dedupe_matches(found)
 
     def commit(self, batch_id: str, kept: Fingerprints) -> CommitResult:
         from dedup_tasks.fingerprint.minhash import truncate_signatures
@@ -241,6 +253,17 @@ class MemoryRegistry(Registry):
             kept = dataclasses.replace(kept, minhash=truncate_signatures(kept.minhash, kept.minhash_bits))
         self._batches[batch_id] = kept
         return CommitResult(registered=len(kept), conflicts=Matches.empty())
+
+
+def _agreeing(m: Matches, main: np.ndarray, min_bands: int) -> Matches:
+    """Drop the rows of ``main`` (bool per row) whose (query, batch, document) occurs in fewer than
+    ``min_bands`` rows (one row per agreeing band)."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"q": m.query, "b": m.batch_id, "d": m.doc_id})
+    bands = frame.groupby(["q", "b", "d"], sort=False)["q"].transform("size").to_numpy()
+    keep = np.flatnonzero(~main | (bands >= min_bands))
+    return Matches(m.query[keep], m.doc_id[keep], m.batch_id[keep], {k: v[keep] for k, v in m.payload.items()})
 
 
 def _dedupe_matches(m: Matches) -> Matches:

@@ -145,6 +145,7 @@ def open_registry(config: Any, **registry_kwargs: Any) -> Iterator[Any]:
     Starts (and afterwards stops) the embedded server when no database is configured. Extra keyword
     arguments go to PostgresRegistry.
     """
+    from dedup_tasks.fingerprint.stoplist import band_key_space
     from dedup_tasks.registry.postgres import PostgresRegistry
 
     root = Path(config.root)
@@ -158,6 +159,7 @@ def open_registry(config: Any, **registry_kwargs: Any) -> Iterator[Any]:
             getattr(config, "suspect_hamming_max", 12), getattr(config, "simhash_max_distance", 3)
         ),
         "auto_migrate": True,
+        "band_key_space": band_key_space(getattr(config, "minhash_registry_stoplist", "")),
     }
     defaults.update(registry_kwargs)
     with database(root, getattr(config, "db_url", None)) as dsn:

@@ -27,6 +27,10 @@ class RegistryVersionError(RuntimeError):
     """The registry's schema version does not match what this code can use."""
 
 
+class RegistryKeySpaceError(RegistryVersionError):
+    """The registry's MinHash band keys come from another index signature than the configuration's."""
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int

@@ -38,6 +38,7 @@ import psycopg2
 import pyarrow as pa
 from psycopg2 import sql
 
+from dedup_tasks.fingerprint.stoplist import SIGNATURE_KEY_SPACE
 from dedup_tasks.registry import _bandblocks, _bandjoin, _sigpack
 from dedup_tasks.registry import bloom as bloom_mod
 from dedup_tasks.registry._pgio import (
@@ -50,7 +51,13 @@ from dedup_tasks.registry._pgio import (
     u64_to_i64,
 )
 from dedup_tasks.registry.base import CommitResult, Fingerprints, Matches, Registry
-from dedup_tasks.registry.migrate import DEFAULT_SCHEMA, advisory_key, check_version, migrate
+from dedup_tasks.registry.migrate import (
+    DEFAULT_SCHEMA,
+    RegistryKeySpaceError,
+    advisory_key,
+    check_version,
+    migrate,
+)
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +135,7 @@ class PostgresRegistry(Registry):
         work_mem: str = "256MB",
         parallel_lookups: bool = True,
         connect_kwargs: dict[str, Any] | None = None,
+        band_key_space: str | None = None,
     ) -> None:
         self.dsn = dsn
         self.schema = schema
@@ -162,6 +170,37 @@ class PostgresRegistry(Registry):
         if auto_migrate:
             migrate(conn, schema)
         check_version(conn, schema)
+        # Checked on the first MinHash lookup or commit: maintenance (compaction, statistics) reads
+        # no band keys' meaning.
+        self._band_key_space = band_key_space
+
+    def _ensure_band_key_space(self) -> None:
+        if self._band_key_space is not None:
+            self._check_band_key_space(self._band_key_space)
+            self._band_key_space = None
+
+    def _check_band_key_space(self, wanted: str) -> None:
+        """Record the key space of the MinHash band keys on first use; refuse another one later.
+
+        Keys of another index signature would share no band with what is registered: every lookup would
+        miss silently. A registry that holds documents but no record was keyed on the plain signature."""
+        with self._transaction() as cur:
+            cur.execute("LOCK TABLE registry_meta IN SHARE ROW EXCLUSIVE MODE")  # two first runs at once
+            cur.execute("SELECT value FROM registry_meta WHERE key = 'band_key_space'")
+            row = cur.fetchone()
+            if row is None:
+                cur.execute("SELECT EXISTS (SELECT 1 FROM documents)")
+                recorded = SIGNATURE_KEY_SPACE if cur.fetchone()[0] else wanted
+                cur.execute("INSERT INTO registry_meta (key, value) VALUES ('band_key_space', %s)", (recorded,))
+            else:
+                recorded = row[0]
+        if recorded != wanted:
+            setting = "''" if recorded == SIGNATURE_KEY_SPACE else recorded.split(":", 1)[1].split("#", 1)[0]
+            raise RegistryKeySpaceError(
+                f"registry schema {self.schema!r} holds MinHash band keys of {recorded!r}, but the configuration"
+                f" asks for {wanted!r}: its lookups would find none of the registered documents. Set"
+                f" minhash_registry_stoplist={setting} for this registry (or start a new one)."
+            )
 
     # ---- connection ---------------------------------------------------------------------------
     def _connection(self, which: str = "main") -> Any:
@@ -325,13 +364,15 @@ class PostgresRegistry(Registry):
             self._lookup_runner(), values, "b.batch_id < %(batch)s", {"batch": batch_id}, distance
         )
 
-    def minhash_candidates(self, batch_id: str, band_keys: np.ndarray) -> Matches:
+    def minhash_candidates(self, batch_id: str, band_keys: np.ndarray, *, main_min_bands: int = 1) -> Matches:
         keys = np.ascontiguousarray(band_keys, dtype=np.uint64)
         keys = keys.reshape(len(keys), -1) if keys.ndim != 2 else keys
         self._ensure_begun(batch_id)
+        self._ensure_band_key_space()
         return self._minhash_matches(
-            self._lookup_runner(), keys, "b.batch_id < %(batch)s", {"batch": batch_id}, "r.batch_id < %(batch)s"
-        )
+            self._lookup_runner(), keys, "b.batch_id < %(batch)s", {"batch": batch_id}, "r.batch_id < %(batch)s",
+            main_min_bands,
+        )  # fmt: skip
 
     # The *_matches helpers answer for arbitrary row filters `where` on the registered rows (alias t,
     # documents) and their batch (alias b, registry_batches): "b.batch_id < batch" for lookups,
@@ -471,17 +512,20 @@ class PostgresRegistry(Registry):
         )
 
     def _minhash_matches(
-        self, run: Runner, band_keys: np.ndarray, where: str, params: dict[str, Any], recent_where: str
+        self, run: Runner, band_keys: np.ndarray, where: str, params: dict[str, Any], recent_where: str,
+        main_min_bands: int = 1,
     ) -> Matches:
         """Documents sharing a band key, from both tiers, with their signatures.
 
-        Per part k (0, 1): (1) the recent tier's runs of shards k mod 2 (rows of minhash_bands_recent
-        r matching `recent_where`, a superset of `where` on their batch), read whole with one COPY
-        and joined in memory with every query's keys (exact on 64 bits); (2) for half of the distinct
-        queries, the main tier's blocks, one per run and key (_bandblocks), compared in memory;
-        (3) the (query, seq) candidates of both, COPYed back and joined to the documents' signatures
-        with `where`: a seq without a documents row (a rerun's or a retraction's leftover in a block)
-        drops out there.
+        Phase 1, per part k (0, 1): (1) the recent tier's runs of shards k mod 2 (rows of
+        minhash_bands_recent r matching `recent_where`, a superset of `where` on their batch), read
+        whole with one COPY and joined in memory with every query's keys (exact on 64 bits); (2) the
+        main tier's runs: small ones read whole (their shards k mod 2), the others probed block by
+        block (_bandblocks) for half of the distinct queries. Each (query, seq) comes once per agreeing
+        band. Then a main-tier document with fewer than `main_min_bands` agreeing bands is no candidate.
+        Phase 2, per half of the candidates: COPYed in and joined to the documents' signatures with
+        `where`: a seq without a documents row (a rerun's or a retraction's leftover in a block) drops
+        out there.
         """
         n_bands = band_keys.shape[1]
         if len(band_keys) == 0 or n_bands == 0:
@@ -491,15 +535,8 @@ class PostgresRegistry(Registry):
         uniq = np.ascontiguousarray(band_keys[first], dtype=np.uint64)
         halves = np.array_split(np.arange(len(uniq)), 2)
         probes = _bandblocks.SortedProbes(uniq.ravel(), np.repeat(np.arange(len(uniq)), n_bands))
-        schema = [
-            ("u", pa.int64()),
-            ("seq", pa.int64()),
-            ("doc_id", pa.string()),
-            ("batch_id", pa.string()),
-            ("sig", pa.string()),
-        ]
 
-        def part(cur: Any, k: int) -> pa.Table:
+        def band_matches(cur: Any, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
             out = io.BytesIO()
             cur.copy_expert(
                 cur.mogrify(
@@ -514,7 +551,7 @@ class PostgresRegistry(Registry):
             cur.execute("SELECT run, bits, rem_bytes, entries FROM minhash_band_runs ORDER BY run")
             runs = cur.fetchall()
             whole = [r for r in runs if int(r[3]) <= WHOLE_RUN_ENTRIES_PER_PROBE * probes.keys.size]
-            whole_u, whole_seq = [recent_u], [recent_seq]
+            main_u, main_seq = [], []
             if whole:
                 # A run's blocks through the (bucket, run) index: its buckets are < 2^bits, so the scan
                 # passes only the index entries of other runs' buckets in that range (1/2^(b' - bits)
@@ -530,24 +567,42 @@ class PostgresRegistry(Registry):
                 )
                 wu, ws = probes.join_blocks_copy(out.getbuffer(), int(bits), int(rb))
                 del out
-                whole_u.append(wu)
-                whole_seq.append(ws)
+                main_u.append(wu)
+                main_seq.append(ws)
             if whole:
                 cur.execute("SET LOCAL enable_seqscan = on")
             us = halves[k]
-            keys = uniq[us].ravel()
             probed = [r[:3] for r in runs if r not in whole]
-            main_u, main_seq = self._main_band_candidates(cur, keys, np.repeat(us, n_bands), k, probed)
-            u = np.concatenate([*whole_u, main_u])
-            seq = np.concatenate([*whole_seq, main_seq])
-            pick = _first_of_pairs(u, seq)
-            if len(pick) == 0:
+            pu, ps = self._main_band_candidates(cur, uniq[us].ravel(), np.repeat(us, n_bands), k, probed)
+            return recent_u, recent_seq, np.concatenate([*main_u, pu]), np.concatenate([*main_seq, ps])
+
+        found = run([band_matches, band_matches])
+        main_u = np.concatenate([f[2] for f in found])
+        main_seq = np.concatenate([f[3] for f in found])
+        if main_min_bands > 1 and len(main_u):
+            main_u, main_seq = _agreeing_pairs(main_u, main_seq, main_min_bands)
+        u = np.concatenate([*(f[0] for f in found), main_u])
+        seq = np.concatenate([*(f[1] for f in found), main_seq])
+        pick = _first_of_pairs(u, seq)
+        u, seq = u[pick], seq[pick]
+        order = np.argsort(seq, kind="stable")
+        u, seq = u[order], seq[order]
+        parts = np.array_split(np.arange(len(seq)), 2)
+        schema = [
+            ("u", pa.int64()),
+            ("seq", pa.int64()),
+            ("doc_id", pa.string()),
+            ("batch_id", pa.string()),
+            ("sig", pa.string()),
+        ]
+
+        def signatures(cur: Any, k: int) -> pa.Table:
+            take = parts[k]
+            if len(take) == 0:
                 return _empty_table(schema)
-            u, seq = u[pick], seq[pick]
-            order = np.argsort(seq, kind="stable")
             cand = f"_cand_mh{k}"
             cur.execute(f"CREATE TEMP TABLE {cand} (u int4 NOT NULL, seq int8 NOT NULL) ON COMMIT DROP")
-            copy_in(cur, cand, ["u", "seq"], [("int4", u[order]), ("int8", seq[order])])
+            copy_in(cur, cand, ["u", "seq"], [("int4", u[take]), ("int8", seq[take])])
             cur.execute(f"ANALYZE {cand}")
             return copy_out_table(
                 cur,
@@ -558,9 +613,9 @@ class PostgresRegistry(Registry):
                 schema,
             )
 
-        res = pa.concat_tables(run([part, part]))
-        # A recent document may share keys in both parts' shards with one query: keep one row.
-        res = res.take(pa.array(_first_of_pairs(res.column("u").to_numpy(), res.column("seq").to_numpy())))
+        if len(seq) == 0:
+            return _empty("minhash", self.num_perm)
+        res = pa.concat_tables(run([signatures, signatures] if len(seq) > 1 else [signatures]))
         u = res.column("u").to_numpy()
         rows, query = _expand(u, inv)
         # b-bit (schema 9), packed (schema 6) or raw (rows written under schema 5) signatures: _sigpack
@@ -693,6 +748,7 @@ class PostgresRegistry(Registry):
         url/exact, the Hamming distance for simhash, the estimated Jaccard for minhash).
         """
         _validate(kept)
+        self._ensure_band_key_space()
         max_hamming = self.conflict_max_hamming if max_hamming is None else max_hamming
         min_jaccard = self.conflict_min_jaccard if min_jaccard is None else min_jaccard
         user_hook = self.commit_hook
@@ -1297,6 +1353,13 @@ def _on_cursor(cur: Any) -> Runner:
 
 def _empty_table(schema: list[tuple[str, pa.DataType]]) -> pa.Table:
     return pa.table({name: pa.array([], type=typ) for name, typ in schema})
+
+
+def _agreeing_pairs(u: np.ndarray, seq: np.ndarray, min_bands: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (u, seq) pairs that occur at least ``min_bands`` times (once per agreeing band)."""
+    pairs = np.unique(np.stack([u.astype(np.int64), seq.astype(np.int64)], axis=1), axis=0, return_counts=True)
+    keep = pairs[1] >= min_bands
+    return pairs[0][keep, 0], pairs[0][keep, 1]
 
 
 def _first_of_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -97,9 +97,9 @@ def test_registry_stores_and_probes_k_bands(en_articles, tmp_path, bands):
     class Recording(MemoryRegistry):
         probed: list[int] = []
 
-        def minhash_candidates(self, batch_id, band_keys):
+        def minhash_candidates(self, batch_id, band_keys, **kwargs):
             self.probed.append(band_keys.shape[1])
-            return super().minhash_candidates(batch_id, band_keys)
+            return super().minhash_candidates(batch_id, band_keys, **kwargs)
 
     config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path), minhash_registry_bands=bands, registry_signature_bits=8)
     registry = Recording()

@@ -1,0 +1,213 @@
+"""The registry's index signature: MinHash over a document's shingles minus the language's most common ones.
+
+Two unrelated English articles share the language's common character 5-grams ("ofthe", "ation",
+"inthe"), so now and then a whole LSH band of their signatures agrees: a *chance* candidate. Their
+number per lookup grows linearly with the registry (~2e-4 per registered English document on 24
+bands; docs/registry.md, "Background candidates"), which no hourly lookup against billions of
+documents can carry. The registry's band keys therefore come from an *index signature*: the same
+permutations as the product's signature, taken over the shingles that are not in a frozen stoplist of
+common 5-grams. The verifier and the stored signature keep the product's whole set.
+
+Taking the minima with the *same* permutations means a document none of whose shingles is on the
+stoplist (nearly every Chinese one) gets exactly the product signature's values, so its band keys do not
+change. A document whose every shingle is on the stoplist keeps its whole set (it must still have keys).
+
+The stoplist is part of the registry's key space: registering with one and looking up with another finds
+nothing, so its name is recorded in the registry (``registry_index`` in the meta table) and checked.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numba import njit, prange
+
+import dedup_tasks.kernel_cache  # noqa: F401  (keys the numba cache on every kernel file)
+from dedup_tasks.fingerprint import kernels
+from dedup_tasks.fingerprint.minhash import MinHasher
+
+STOPLIST_DIR = Path(__file__).resolve().parent / "stoplists"
+# The built-in English stoplist (STOPLIST_DIR/<name>.u32: sorted little-endian uint32 shingle hashes).
+DEFAULT_STOPLIST = "en-5gram-sotu-df2pct-v1"
+_GOLDEN32 = np.uint32(0x9E3779B1)
+
+
+@dataclass(frozen=True)
+class Stoplist:
+    """A set of 32-bit shingle hashes (``kernels.shingle_hashes``), with a table for one-probe membership."""
+
+    name: str
+    hashes: np.ndarray  # sorted unique uint32
+    table: np.ndarray  # uint32 open-addressing table, 0 = empty slot
+    has_zero: bool  # 0 is a member (it cannot sit in the table)
+
+    @classmethod
+    def of(cls, name: str, hashes: np.ndarray) -> Stoplist:
+        values = np.unique(np.asarray(hashes, np.uint32))
+        size = 16
+        while size < 2 * len(values):  # at most half full: probes stay short
+            size *= 2
+        table = np.zeros(size, np.uint32)
+        _fill(values[values != 0], table)
+        return cls(name, values, table, bool(len(values) and values[0] == 0))
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    @property
+    def key_space(self) -> str:
+        """What a registry keyed with this stoplist records: its name and a digest of its hashes."""
+        return f"stoplist:{self.name}#{hashlib.sha256(self.hashes.astype('<u4').tobytes()).hexdigest()[:12]}"
+
+    def contains(self, hashes32: np.ndarray) -> np.ndarray:
+        """Bool per hash: on the stoplist."""
+        out = np.empty(len(hashes32), np.bool_)
+        _members(np.ascontiguousarray(hashes32, np.uint32), self.table, self.has_zero, out)
+        return out
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        self.hashes.astype("<u4").tofile(tmp)
+        tmp.replace(path)
+
+
+def load_stoplist(name_or_path: str) -> Stoplist:
+    """A built-in stoplist by name (``STOPLIST_DIR``), or a file of sorted little-endian uint32 hashes
+    (``python -m dedup_tasks stoplist learn`` writes one); named after the file's stem."""
+    return _load(str(name_or_path))
+
+
+@functools.lru_cache(maxsize=4)
+def _load(name_or_path: str) -> Stoplist:
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = STOPLIST_DIR / f"{name_or_path}.u32"
+    if not path.is_file():
+        known = sorted(p.stem for p in STOPLIST_DIR.glob("*.u32"))
+        raise FileNotFoundError(f"stoplist {name_or_path!r}: no file {path} (built-in stoplists: {known})")
+    raw = path.read_bytes()
+    if len(raw) % 4:
+        raise ValueError(f"stoplist {path}: {len(raw)} bytes is not a whole number of uint32 hashes")
+    return Stoplist.of(path.stem, np.frombuffer(raw, "<u4"))
+
+
+SIGNATURE_KEY_SPACE = "signature"  # band keys of the plain signature (no stoplist; registries before the index signature)
+
+
+def band_key_space(stoplist_name: str) -> str:
+    """The registry key space of ``minhash_registry_stoplist`` ("": the plain signature's)."""
+    return load_stoplist(stoplist_name).key_space if stoplist_name else SIGNATURE_KEY_SPACE
+
+
+def learn_stoplist(name: str, hashes32: np.ndarray, offsets: np.ndarray, rows: np.ndarray, cutoff: float) -> Stoplist:
+    """The shingles found in more than ``cutoff`` of the documents ``rows`` (bool per document) of these
+    sets (``hashes32`` grouped by ``offsets``; repeats within a document count once)."""
+    offsets = np.asarray(offsets, np.int64)
+    doc = np.repeat(np.arange(len(offsets) - 1, dtype=np.uint64), np.diff(offsets))
+    pick = np.asarray(rows, bool)[doc.astype(np.int64)]
+    pairs = np.unique((doc[pick] << np.uint64(32)) | np.asarray(hashes32, np.uint64)[pick])
+    values, df = np.unique((pairs & np.uint64(0xFFFFFFFF)).astype(np.uint32), return_counts=True)
+    return Stoplist.of(name, values[df > cutoff * int(np.asarray(rows, bool).sum())])
+
+
+def index_signatures(
+    sig: np.ndarray, hashes32: np.ndarray, offsets: np.ndarray, perm_a: np.ndarray, perm_b: np.ndarray, stoplist: Stoplist
+) -> np.ndarray:
+    """(n, len(perm_a)) uint32: the MinHash of each set without its stoplisted shingles.
+
+    ``sig`` is the product signature of the same sets (its first len(perm_a) values, same permutations):
+    rows with no stoplisted shingle, or only stoplisted ones, take it unchanged."""
+    width = len(perm_a)
+    out = np.ascontiguousarray(sig[:, :width], np.uint32).copy()
+    _index_minhash(
+        np.ascontiguousarray(hashes32, np.uint32), np.asarray(offsets, np.int64), np.asarray(perm_a, np.uint32),
+        np.asarray(perm_b, np.uint32), stoplist.table, stoplist.has_zero, out,
+    )  # fmt: skip
+    return out
+
+
+@njit(inline="always", cache=True)
+def _slot(h, mask):
+    return np.int64(np.uint32(np.uint64(h) * np.uint64(_GOLDEN32) & np.uint64(0xFFFFFFFF)) & mask)
+
+
+@njit(cache=True)
+def _fill(values, table):
+    mask = np.uint32(len(table) - 1)
+    for i in range(len(values)):
+        s = _slot(values[i], mask)
+        while table[s] != 0 and table[s] != values[i]:
+            s = (s + 1) & np.int64(mask)
+        table[s] = values[i]
+
+
+@njit(inline="always", cache=True)
+def _member(h, table, has_zero):
+    if h == 0:
+        return has_zero
+    mask = np.uint32(len(table) - 1)
+    s = _slot(h, mask)
+    while table[s] != 0:
+        if table[s] == h:
+            return True
+        s = (s + 1) & np.int64(mask)
+    return False
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _members(hashes32, table, has_zero, out):
+    for i in prange(len(hashes32)):
+        out[i] = _member(hashes32[i], table, has_zero)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _index_minhash(hashes32, offsets, perm_a, perm_b, table, has_zero, out):
+    width = len(perm_a)
+    for d in prange(len(offsets) - 1):
+        s, end = offsets[d], offsets[d + 1]
+        kept = np.empty(end - s, np.uint32)
+        n = 0
+        for i in range(s, end):
+            h = hashes32[i]
+            if not _member(h, table, has_zero):
+                kept[n] = kernels.fmix32(h)
+                n += 1
+        if n == 0 or n == end - s:
+            continue  # the product signature's values, already in `out`
+        row = out[d]
+        for k in range(width):
+            row[k] = np.uint32(0xFFFFFFFF)
+        # Four shingles per pass over the permutations, as kernels._minhash_into (same values).
+        j = 0
+        while j + 4 <= n:
+            h0, h1, h2, h3 = kept[j], kept[j + 1], kept[j + 2], kept[j + 3]
+            for k in range(width):
+                a = perm_a[k]
+                b = perm_b[k]
+                v01 = min(np.uint32(a * h0 + b), np.uint32(a * h1 + b))
+                v23 = min(np.uint32(a * h2 + b), np.uint32(a * h3 + b))
+                row[k] = min(row[k], min(v01, v23))
+            j += 4
+        while j < n:
+            hv = kept[j]
+            for k in range(width):
+                row[k] = min(row[k], np.uint32(perm_a[k] * hv + perm_b[k]))
+            j += 1
+
+def registry_band_keys(
+    sig: np.ndarray, sets: tuple[np.ndarray, np.ndarray], hasher: MinHasher, bands: int, stoplist: Stoplist | None
+) -> np.ndarray:
+    """(n, bands) uint64: the registry's LSH band keys of the documents whose product signatures are
+    ``sig`` and shingle sets ``sets`` (hashes, offsets): the first ``bands`` band keys of the index
+    signature (``index_signatures``), or of ``sig`` itself without a stoplist."""
+    width = bands * hasher.rows
+    if stoplist is None:
+        index = np.ascontiguousarray(sig[:, :width])
+    else:
+        a, b = hasher.permutations
+        index = index_signatures(sig, sets[0], sets[1], a[:width], b[:width], stoplist)
+    return kernels.band_keys(index, bands, hasher.rows)
