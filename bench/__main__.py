@@ -100,7 +100,9 @@ def read_hours(root: Path) -> pd.DataFrame:
 REGISTRY_TEXT_STATS = ("registry_verified_on_text", "registry_text_missing", "registry_bbit_unverified", "partitions_read", "text_read_seconds")
 
 
-def run_ours(root: Path, layers=CASCADE_LAYERS, overrides: dict | None = None) -> tuple[pd.DataFrame, dict]:
+def run_ours(
+    root: Path, layers=CASCADE_LAYERS, overrides: dict | None = None, compact_between: bool = False
+) -> tuple[pd.DataFrame, dict]:
     from dedup_tasks.config import DedupConfig
     from dedup_tasks.io import BatchPaths, read_input
     from dedup_tasks.pipeline import publish, run_batch
@@ -115,6 +117,8 @@ def run_ours(root: Path, layers=CASCADE_LAYERS, overrides: dict | None = None) -
     text_stats = dict.fromkeys(REGISTRY_TEXT_STATS, 0)
     for batch_id in hour_ids(root):
         table, _ = read_input(BatchPaths(root, batch_id).input)
+        if compact_between:
+            registry.compact()  # earlier hours in the main tier: the rule for documents older than a compaction
         result = run_batch(table, batch_id, config, registry)
         publish(BatchPaths(out, batch_id), result)
         decisions.append(result.decisions.to_pandas())
@@ -134,7 +138,7 @@ def run_ours(root: Path, layers=CASCADE_LAYERS, overrides: dict | None = None) -
 
 def cmd_quality(
     size: str, seed: int, peers: list[str] | None, source: str = "eval", overrides: dict | None = None, out: str | None = None,
-    edits: str = "crawl",
+    edits: str = "crawl", compact_between: bool = False,
 ) -> dict:
     from bench.peers import CONCURRENT_PEERS, available_peers, run_peers
     from bench.score import format_edit_band_table, format_near_table, format_table, score
@@ -144,7 +148,7 @@ def cmd_quality(
     truth = pd.read_parquet(root / "truth.parquet")
     _warm_up()
     results, speed = {}, {}
-    decisions, timing = run_ours(root, overrides=overrides)
+    decisions, timing = run_ours(root, overrides=overrides, compact_between=compact_between)
     results["crawl-dedup"] = score(decisions, truth)
     speed["crawl-dedup"] = timing
     docs = read_hours(root)
@@ -416,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="a DedupConfig field for our run (JSON value), e.g. registry_signature_bits=8")  # fmt: skip
         p.add_argument("--out", help="result name under bench/results (default quality-<size>)")
+        p.add_argument("--compact-between", action="store_true",
+                       help="compact the registry before every hour: earlier hours are main-tier documents")  # fmt: skip
     p = sub.add_parser("throughput")
     p.add_argument("--docs", type=int, nargs="+", default=[20_000])
     p.add_argument("--seed", type=int, default=0)
@@ -484,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     peers = [p for p in args.peers.split(",") if p != "none"] if args.peers else None
     started = time.perf_counter()
     overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
-    cmd_quality(args.size, args.seed, peers, args.corpus, overrides, args.out, args.edits)
+    cmd_quality(args.size, args.seed, peers, args.corpus, overrides, args.out, args.edits, args.compact_between)
     if args.command == "all":
         cmd_throughput(SIZES[args.size]["throughput_docs"], args.seed)
     print(f"bench {args.command} --size {args.size}: {time.perf_counter() - started:.0f} s")

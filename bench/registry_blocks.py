@@ -182,7 +182,9 @@ def write_band_run(cur: Any, docs: int, sample_keys: np.ndarray, rng: np.random.
 def timed_batch(
     rng: np.random.Generator, n: int, tag: int, sample_sig: np.ndarray, hasher: MinHasher
 ) -> tuple[Fingerprints, int]:
-    """n documents, 5% of them near-copies (10% of values replaced) of sampled registered ones."""
+    """n documents, 5% of them near-copies (10% of values replaced) of sampled registered ones.
+
+    The rng draws are those of the benchmark before --background (same batches for a seed)."""
     sig = signatures_like_documents(rng, n)
     planted = n // 20
     src = rng.integers(0, SAMPLE, planted)
@@ -205,9 +207,27 @@ def timed_batch(
     return fp, planted
 
 
+def background_keys(
+    rng: np.random.Generator, fp: Fingerprints, planted: int, per_doc: int, sample_keys: np.ndarray
+) -> np.ndarray:
+    """The batch's band keys with `per_doc` chance agreements planted in each document not planted as a
+    near copy: band j of the document takes band j's key of a random sample document (registered in the
+    main tier), for `per_doc` distinct random j, so each such pair agrees on exactly one band. What real
+    text does (unrelated articles agreeing on a band through common 5-grams; docs/registry.md), at a
+    chosen rate per lookup. Only the lookup sees them: the commit registers the documents' own keys."""
+    keys = fp.minhash_bands.copy()
+    rows = np.arange(planted, len(fp))
+    if per_doc <= 0 or len(rows) == 0:
+        return keys
+    bands = np.argsort(rng.random((len(rows), keys.shape[1])), axis=1)[:, :per_doc]
+    donors = rng.integers(0, len(sample_keys), (len(rows), per_doc))
+    keys[rows[:, None], bands] = sample_keys[donors, bands]
+    return keys
+
+
 def run_batch(
     registry: PostgresRegistry, batch_id: str, fp: Fingerprints, planted: int, all_layers: bool = False,
-    simhash_lookup: bool = True,
+    simhash_lookup: bool = True, lookup_bands: np.ndarray | None = None, main_min_bands: int = 1,
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
     registry.begin(batch_id)
@@ -226,7 +246,8 @@ def run_batch(
             call()
             seconds[name] = time.perf_counter() - t
     t = time.perf_counter()
-    m = registry.minhash_candidates(batch_id, fp.minhash_bands)
+    keys = fp.minhash_bands if lookup_bands is None else lookup_bands
+    m = registry.minhash_candidates(batch_id, keys, main_min_bands=main_min_bands)
     t1 = time.perf_counter()
     seconds["minhash"] = t1 - t
     jac = estimated_jaccard(m.payload["minhash"], fp.minhash[m.query], m.payload["minhash_bits"]) if len(m) else np.empty(0)
@@ -283,6 +304,8 @@ def time_hour(
     """The 100k batch and the hour against `docs` registered (into `step`); False with --load-only."""
     if args.load_only:
         return False
+    sample_keys = hasher.band_keys(sample_sig)
+    bg_rng = np.random.default_rng([args.seed, 99, docs])
     conn = psycopg2.connect(args.db_url)
     with conn.cursor() as cur:
         cur.execute(f'SET search_path TO "{args.schema}"')
@@ -310,9 +333,11 @@ def time_hour(
                 hour = []
                 for b in range(args.hour_batches):
                     fp, planted = timed_batch(rng, args.batch, b + 1, sample_sig, hasher)
+                    lookup = background_keys(bg_rng, fp, planted, args.background, sample_keys[:, :REGISTRY_BANDS])
                     r = run_batch(
-                        registry, batch_id_of(10**6 + h * args.hour_batches + b), fp, planted, args.all_layers, args.simhash_lookup == "on"
-                    )
+                        registry, batch_id_of(10**6 + h * args.hour_batches + b), fp, planted, args.all_layers,
+                        args.simhash_lookup == "on", lookup, args.main_min_bands,
+                    )  # fmt: skip
                     r["load_average"] = os.getloadavg()
                     hour.append(r)
                     log(f"{docs:,}: hour {h} batch {b}: lookup {r['lookup_seconds']:.1f} s, commit {r['commit_seconds']:.1f} s,"
@@ -368,6 +393,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="band keys stored per document (DedupConfig.minhash_registry_bands)")
     parser.add_argument("--simhash-lookup", choices=("on", "off"), default="on" if defaults.simhash_registry_lookup else "off",
                         help="with --all-layers, also time the registry SimHash lookup (DedupConfig.simhash_registry_lookup)")
+    parser.add_argument("--background", type=int, default=0,
+                        help="chance candidates planted per looked-up document: one agreeing band each, main tier (background_keys)")
+    parser.add_argument("--main-min-bands", type=int, default=defaults.minhash_registry_main_min_bands,
+                        help="agreeing bands a main-tier candidate needs (DedupConfig.minhash_registry_main_min_bands)")
     args = parser.parse_args(argv)
     global REGISTRY_BANDS, SIGNATURE_BITS
     REGISTRY_BANDS, SIGNATURE_BITS = args.registry_bands, args.signature_bits
@@ -395,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
         "registry_bands": REGISTRY_BANDS,
         "signature_bits": SIGNATURE_BITS,
         "simhash_lookup": args.all_layers and args.simhash_lookup == "on",
+        "background_per_doc": args.background,
+        "main_min_bands": args.main_min_bands,
         "rows": ROWS,
         "sizes": [],
     }

@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     from dedup_tasks.audit.cli import add_audit_parser
 
     add_audit_parser(sub)
+    sub.add_parser("stoplist", help="learn the registry index's stoplist from a sample of the crawl", add_help=False).add_argument(
+        "stoplist_args", nargs=argparse.REMAINDER
+    )
     return parser
 
 
@@ -218,6 +221,10 @@ def main(argv: list[str] | None = None) -> int:
             from dedup_tasks.audit.cli import cmd_audit
 
             return cmd_audit(args)
+        if args.command == "stoplist":
+            from dedup_tasks.stoplist_learn import stoplist_main
+
+            return stoplist_main(args.stoplist_args)
     except (ConfigError, ContractError, InputError) as exc:
         return _error(exc, 2)
     except OutputError as exc:

@@ -80,3 +80,23 @@ def test_rerun_with_registry_is_idempotent(tmp_path, rows, pg_dsn, registry_sche
     shutil.rmtree(tmp_path / "decisions")
     cli("run", "--root", str(tmp_path), "--batch", "2026-12-01T00", env=env)
     assert pq.read_table(tmp_path / "decisions/dt=2026-12-01/hour=00").equals(first)
+
+
+def test_stoplist_learn_writes_the_built_in_from_the_sample_corpus_and_a_run_uses_a_learned_one(tmp_path, rows):
+    from bench.sample_corpus.stoplist import CUTOFF, sample_english
+    from dedup_tasks.fingerprint.stoplist import DEFAULT_STOPLIST, load_stoplist
+
+    src = tmp_path / "sample"
+    src.mkdir()
+    pq.write_table(sample_english(), src / "part-0.parquet")
+    out = tmp_path / "en-mine-v1.u32"
+    result = cli("stoplist", "learn", "--input", str(src), "--out", str(out), "--cutoff", str(CUTOFF))
+    assert "minhash_registry_stoplist=" in result.stdout and "en-mine-v1" in result.stdout
+    assert load_stoplist(str(out)).hashes.tobytes() == load_stoplist(DEFAULT_STOPLIST).hashes.tobytes()
+    write_partition(tmp_path, "2026-12-01T00", make_batch(rows))
+    run = cli("run", "--root", str(tmp_path), "--batch", "2026-12-01T00", "--no-registry", "--set", f"minhash_registry_stoplist={out}")
+    assert "rows in 21" in run.stdout
+    bad = cli("stoplist", "learn", "--input", str(src), "--out", str(tmp_path / "x.bin"), check=False)
+    assert bad.returncode == 2 and "ends in .u32" in bad.stderr
+    missing = cli("run", "--root", str(tmp_path), "--batch", "2026-12-01T00", "--no-registry", "--set", "minhash_registry_stoplist=nope", check=False)
+    assert missing.returncode == 2 and "minhash_registry_stoplist: stoplist 'nope'" in missing.stderr

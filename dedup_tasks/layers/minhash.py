@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from dedup_tasks.config import DedupConfig
+from dedup_tasks.config import ConfigError, DedupConfig
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.candidates import Verifier, stream_minhash, verify_pairs
 from dedup_tasks.fingerprint.minhash import (
@@ -152,7 +152,12 @@ def registry_band_keys_of(batch: pa.Table) -> np.ndarray | None:
 
 def registry_stoplist(config: DedupConfig) -> Stoplist | None:
     """The stoplist of the registry's index signature (None: keys of the plain signature)."""
-    return load_stoplist(config.minhash_registry_stoplist) if config.minhash_registry_stoplist else None
+    if not config.minhash_registry_stoplist:
+        return None
+    try:
+        return load_stoplist(config.minhash_registry_stoplist)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"minhash_registry_stoplist: {exc}") from exc
 
 
 def signatures_of(batch: pa.Table) -> np.ndarray:

@@ -1,0 +1,67 @@
+"""Learn the registry's stoplist (``fingerprint.stoplist``) from a sample of the crawl.
+
+A stoplist keys the registry: learn it once, before the registry's first batch, from English pages of
+the crawl it will serve (a few thousand are enough; the built-in one comes from the shipped sample
+corpus, public-domain speeches, and misses news' own common 5-grams: docs/registry.md, "The index
+signature"), then set ``minhash_registry_stoplist`` to the file for good.
+
+    python -m dedup_tasks stoplist learn --input ROOT/crawl/dt=2026-12-01 --out en-crawl-v1.u32
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from dedup_tasks.config import ConfigError, DedupConfig
+from dedup_tasks.fingerprint.minhash import MinHasher
+from dedup_tasks.fingerprint.stoplist import Stoplist, learn_stoplist
+from dedup_tasks.io import InputError, read_input
+from dedup_tasks.layers.minhash import minhash_rows
+from dedup_tasks.pipeline import layer_view, prepare_with_text
+
+DEFAULT_CUTOFF = 0.02
+
+
+def learn_from_table(table: pa.Table, name: str, config: DedupConfig | None = None, cutoff: float = DEFAULT_CUTOFF) -> Stoplist:
+    """The product's English shingles (L3's, after the batch's own normalization and template removal)
+    found in more than ``cutoff`` of the table's English documents."""
+    config = config or DedupConfig()
+    prepared, near = prepare_with_text(table, config, source=name)
+    view = layer_view(prepared)
+    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
+    _, counts, (hashes, offsets) = minhash_rows(
+        view, hasher, config.zh_shingle_chars, config.en_shingle_words, near, config.en_shingles == "chars"
+    )
+    english = (np.asarray(view.column("_lang").to_pylist(), object) == "en") & (counts > 0)
+    if not english.any():
+        raise InputError(f"{name}: no English document to learn a stoplist from")
+    return learn_stoplist(name, hashes, offsets, english, cutoff)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m dedup_tasks stoplist", description=__doc__.split("\n\n")[0])
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    learn = verbs.add_parser("learn", help="write the stoplist of common English shingles of Parquet input")
+    learn.add_argument("--input", type=Path, action="append", required=True, help="a Parquet file or directory (repeatable)")
+    learn.add_argument("--out", type=Path, required=True, help="the .u32 file to write (its stem is the stoplist's name)")
+    learn.add_argument("--cutoff", type=float, default=DEFAULT_CUTOFF, help="document frequency above which a shingle is stopped")
+    return parser
+
+
+def stoplist_main(argv: list[str]) -> int:
+    return cmd_stoplist(build_parser().parse_args(argv))
+
+
+def cmd_stoplist(args: argparse.Namespace) -> int:
+    if args.out.suffix != ".u32":
+        raise ConfigError(f"--out {args.out}: a stoplist file ends in .u32")
+    table = pa.concat_tables([read_input(path)[0] for path in args.input], promote_options="default")
+    stoplist = learn_from_table(table, args.out.stem, cutoff=args.cutoff)
+    stoplist.save(args.out)
+    print(f"{args.out}: {len(stoplist):,} shingles in more than {args.cutoff:.1%} of the English documents; "
+          f"set minhash_registry_stoplist={args.out} before the registry's first batch ({stoplist.key_space})")  # fmt: skip
+    return 0

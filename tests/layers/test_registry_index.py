@@ -1,0 +1,84 @@
+"""L3's registry keys come from the index signature (fingerprint.stoplist): what it probes, what it
+registers, and what a main-tier copy needs (DedupConfig.minhash_registry_main_min_bands)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from dedup_tasks.config import DedupConfig
+from dedup_tasks.fingerprint.minhash import MinHasher
+from dedup_tasks.fingerprint.stoplist import load_stoplist, registry_band_keys
+from dedup_tasks.io import BatchPaths
+from dedup_tasks.layers.minhash import minhash_rows, registry_band_keys_of, signature_column
+from dedup_tasks.pipeline import fingerprints_of, prepare, publish, run_batch
+from dedup_tasks.registry.base import MemoryRegistry
+from tests.conftest import BASE_TIME, make_batch
+from tests.layers.test_near_copies import CONFIG, long_article, typos
+
+
+def _rows(en_articles, zh_articles) -> list[dict]:
+    rows = [{"doc_id": f"en{i}", "url": f"https://en.example/{i}", "title": a["title"], "content": a["text"]} for i, a in enumerate(en_articles[:6])]
+    rows += [{"doc_id": f"zh{i}", "url": f"https://zh.example/{i}", "title": a["title"], "content": a["text"]} for i, a in enumerate(zh_articles[:6])]
+    return rows
+
+
+def test_layer_probes_and_registers_the_index_signatures_keys(en_articles, zh_articles, tmp_path):
+    config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path))
+    batch = prepare(make_batch(_rows(en_articles, zh_articles)), config)
+    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
+    sig, _, sets = minhash_rows(batch, hasher, config.zh_shingle_chars, config.en_shingle_words, None, True)
+    want = registry_band_keys(sig, sets, hasher, config.registry_bands, load_stoplist(config.minhash_registry_stoplist))
+    plain = hasher.band_keys(sig)[:, : config.registry_bands]
+    lang = np.asarray(batch.column("_lang").to_pylist(), object)
+    hashes, offsets = sets
+    stopped = np.add.reduceat(load_stoplist(config.minhash_registry_stoplist).contains(hashes).astype(int), offsets[:-1]) > 0
+    # English pages hold common 5-grams: their keys differ from the plain signature's. A page without
+    # any (a Chinese one, unless it quotes English) keeps the plain signature's keys.
+    assert stopped[lang == "en"].all() and (want[lang == "en"] != plain[lang == "en"]).any(axis=1).all()
+    assert (~stopped[lang == "zh"]).any()
+    assert np.array_equal(want[~stopped], plain[~stopped])
+
+    class Recording(MemoryRegistry):
+        probed: list[np.ndarray] = []
+
+        def minhash_candidates(self, batch_id, band_keys, **kwargs):
+            self.probed.append(band_keys)
+            return super().minhash_candidates(batch_id, band_keys, **kwargs)
+
+    registry = Recording()
+    run_batch(make_batch(_rows(en_articles, zh_articles)), "2026-12-01T00", config, registry)
+    row_of = {d: i for i, d in enumerate(batch.column("doc_id").to_pylist())}
+    registered = registry._batches["2026-12-01T00"]
+    assert np.array_equal(registered.minhash_bands, want[[row_of[d] for d in registered.doc_id]])
+    assert np.array_equal(registry.probed[0], want)  # every row has shingles: all probed, in batch order
+
+
+def test_commit_without_the_layers_keys_is_refused_when_keyed_on_a_stoplist(en_articles, tmp_path):
+    config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path))
+    rows = [{"doc_id": "a", "url": "https://a.example/1", "title": en_articles[0]["title"], "content": en_articles[0]["text"]}]
+    survivors = prepare(make_batch(rows), config)  # as if L3 had not run: no _registry_bands
+    assert registry_band_keys_of(survivors) is None
+    survivors = survivors.append_column("_minhash", signature_column(np.zeros((1, 128), np.uint32)))
+    survivors = survivors.append_column("_has_minhash", pa.array([True]))
+    with pytest.raises(ValueError, match="_registry_bands"):
+        fingerprints_of(survivors, config)
+    plain = DedupConfig(layers=CONFIG.layers, root=str(tmp_path), minhash_registry_stoplist="")
+    assert fingerprints_of(survivors, plain).minhash_bands.shape == (1, plain.registry_bands)
+
+
+@pytest.mark.parametrize("main_min_bands", [1, 2])
+def test_a_near_copy_of_a_main_tier_document_is_found_on_two_bands(en_articles, tmp_path, main_min_bands):
+    art = long_article(en_articles, 300)
+    orig = {"doc_id": "orig", "url": "https://a.com/1", "title": art["title"], "content": art["text"]}
+    copy = {"doc_id": "copy", "url": "https://b.com/1", "title": art["title"], "content": typos(art["text"], 0.004, seed=3)}
+    config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path), minhash_registry_main_min_bands=main_min_bands)
+    registry = MemoryRegistry()
+    publish(BatchPaths(tmp_path, "2026-12-01T00"), run_batch(make_batch([orig]), "2026-12-01T00", config, registry))
+    registry.compact()  # the original is a main-tier document now
+    result = run_batch(make_batch([copy], BASE_TIME + pd.Timedelta(hours=1)), "2026-12-01T01", config, registry)
+    got = result.decisions.to_pylist()[0]
+    assert got["action"] == "drop" and got["layer"] == "minhash", got["reason"]
+    assert got["matched_doc_id"] == "orig"
