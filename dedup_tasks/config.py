@@ -165,16 +165,20 @@ class DedupConfig:
     # What the registry keeps of a document for L3 (issue #14, the 400-byte budget; docs/registry.md,
     # schema 9). registry_signature_bits: b < 32 stores b-bit MinHash (the low b bits of each value,
     # num_perm * b / 8 bytes), from which only the Jaccard can be estimated, so every registered
-    # candidate estimated >= 0.4 is verified on its text and kept (TEXT_UNVERIFIED_REASON) where that
-    # text is not found; 32 stores the lossless signature (schemas 6-8: its coverage rule can judge a
-    # candidate on the signature alone). minhash_registry_bands: the registry stores and probes only
-    # the first K of the minhash_bands bands (0 or more than there are: all); the batch uses all.
-    # Defaults, 1 bit and 24 bands: 372 bytes a document over all layers instead of 907 (16 bands: 320).
+    # candidate estimated from layers.minhash.bbit_text_floor up (1 bit: 0.21, 2 bits: 0.28) is verified
+    # on its text and kept (TEXT_UNVERIFIED_REASON) where that text is not found; 32 stores the lossless
+    # signature (schemas 6-8: its coverage rule can judge a candidate on the signature alone).
+    # minhash_registry_bands: the registry stores and probes only the first K of the minhash_bands
+    # bands (0 or more than there are: all); the batch uses all.
+    # Defaults, 2 bits and 24 bands: 389 bytes a document over all layers at 10M instead of 907. Two bits
+    # rather than one (+17 bytes): an unrelated document at J 0.05 passes the 1-bit floor 3.4% of the
+    # time, and each such candidate costs a text read; the 2-bit floor, 2.4e-5 (docs/registry.md,
+    # "Session 11"); the hourly bench reads 41% fewer texts back for the same decisions.
     # In production almost every near copy is of an earlier hour's document, so the recall that counts
     # is the registry's: on `bench quality --size hours3` (seeds 0, 1) the near copies of earlier hours
     # at J 0.5-0.7 are found at 0.974-0.989 with 24 bands, 0.953-0.984 with 16, 0.995-1.000 with all
     # 42 (docs/registry.md, "Session 10").
-    registry_signature_bits: int = 1
+    registry_signature_bits: int = 2
     minhash_registry_bands: int = 24
     # The registry's band keys at ten billion documents (docs/registry.md, "The index signature"):
     # unrelated English articles agree on a band by chance through the language's common 5-grams, ~2e-4

@@ -5,7 +5,7 @@ A registered candidate estimated in [VERIFY_FLOOR, minhash_registry_threshold) i
 in-batch one, on the exact 5-gram sets: the earlier document's text is read back from its published
 partition (``<root>/deduped/<partition of its batch>``, as L4 does; one read per earlier batch
 touched). A candidate stored as a b-bit signature (``registry_signature_bits`` < 32, schema 9) is
-verified on its text from its floor up (``bbit_text_floor``: 0.21 for 1 bit), whatever its estimate, and kept where that text is not
+verified on its text from its floor up (``bbit_text_floor``: 0.21 for 1 bit, 0.28 for 2), whatever its estimate, and kept where that text is not
 there (``TEXT_UNVERIFIED_REASON``): a b-bit value cannot be inverted. For lossless signatures (rows of
 schema <= 8), where the text is not there (partition deleted, document missing) and for estimates from
 minhash_registry_threshold up, the signature decides: every value recovers one of the earlier's
