@@ -249,33 +249,35 @@ def minhash_signatures(hashes32, offsets, perm_a, perm_b):
 
 @njit(parallel=True, nogil=True, cache=True)
 def _minhash_into(hashes32, offsets, perm_a, perm_b, sig):
-    n_docs = len(offsets) - 1
+    for d in prange(len(offsets) - 1):
+        minhash_row(sig[d], hashes32, offsets[d], offsets[d + 1], perm_a, perm_b)
+
+
+@njit(inline="always", cache=True)
+def minhash_row(row, hashes32, s, end, perm_a, perm_b):
+    """Lower ``row`` (len(perm_a) values) to the MinHash of ``hashes32[s:end]``."""
     num_perm = len(perm_a)
-    for d in prange(n_docs):
-        row = sig[d]
-        s = offsets[d]
-        end = offsets[d + 1]
-        # uint32 operands (numba widens the product to 64 bits, the uint32 cast narrows it back) let
-        # LLVM use 8-lane 32-bit multiplies (vpmulld) instead of 4-lane 64-bit ones; four shingles
-        # per pass over the permutations load and store the row once for four minima. Same values
-        # as a*h+b mod 2^32 one shingle at a time: 3x faster on the bench hour.
-        while s + 4 <= end:
-            h0 = fmix32(hashes32[s])
-            h1 = fmix32(hashes32[s + 1])
-            h2 = fmix32(hashes32[s + 2])
-            h3 = fmix32(hashes32[s + 3])
-            for k in range(num_perm):
-                a = perm_a[k]
-                b = perm_b[k]
-                v01 = min(np.uint32(a * h0 + b), np.uint32(a * h1 + b))
-                v23 = min(np.uint32(a * h2 + b), np.uint32(a * h3 + b))
-                row[k] = min(row[k], min(v01, v23))
-            s += 4
-        while s < end:
-            hv = fmix32(hashes32[s])
-            for k in range(num_perm):
-                row[k] = min(row[k], np.uint32(perm_a[k] * hv + perm_b[k]))
-            s += 1
+    # uint32 operands (numba widens the product to 64 bits, the uint32 cast narrows it back) let
+    # LLVM use 8-lane 32-bit multiplies (vpmulld) instead of 4-lane 64-bit ones; four shingles
+    # per pass over the permutations load and store the row once for four minima. Same values
+    # as a*h+b mod 2^32 one shingle at a time: 3x faster on the bench hour.
+    while s + 4 <= end:
+        h0 = fmix32(hashes32[s])
+        h1 = fmix32(hashes32[s + 1])
+        h2 = fmix32(hashes32[s + 2])
+        h3 = fmix32(hashes32[s + 3])
+        for k in range(num_perm):
+            a = perm_a[k]
+            b = perm_b[k]
+            v01 = min(np.uint32(a * h0 + b), np.uint32(a * h1 + b))
+            v23 = min(np.uint32(a * h2 + b), np.uint32(a * h3 + b))
+            row[k] = min(row[k], min(v01, v23))
+        s += 4
+    while s < end:
+        hv = fmix32(hashes32[s])
+        for k in range(num_perm):
+            row[k] = min(row[k], np.uint32(perm_a[k] * hv + perm_b[k]))
+        s += 1
 
 
 @njit(parallel=True, nogil=True, cache=True)

@@ -175,7 +175,6 @@ def _members(hashes32, table, bitmap, has_zero, out):
 
 @njit(parallel=True, nogil=True, cache=True)
 def _index_minhash(hashes32, offsets, perm_a, perm_b, table, bitmap, has_zero, out):
-    width = len(perm_a)
     for d in prange(len(offsets) - 1):
         s, end = offsets[d], offsets[d + 1]
         kept = np.empty(end - s, np.uint32)
@@ -183,29 +182,14 @@ def _index_minhash(hashes32, offsets, perm_a, perm_b, table, bitmap, has_zero, o
         for i in range(s, end):
             h = hashes32[i]
             if not _member(h, table, bitmap, has_zero):
-                kept[n] = kernels.fmix32(h)
+                kept[n] = h
                 n += 1
         if n == 0 or n == end - s:
             continue  # the product signature's values, already in `out`
         row = out[d]
-        for k in range(width):
-            row[k] = np.uint32(0xFFFFFFFF)
-        # Four shingles per pass over the permutations, as kernels._minhash_into (same values).
-        j = 0
-        while j + 4 <= n:
-            h0, h1, h2, h3 = kept[j], kept[j + 1], kept[j + 2], kept[j + 3]
-            for k in range(width):
-                a = perm_a[k]
-                b = perm_b[k]
-                v01 = min(np.uint32(a * h0 + b), np.uint32(a * h1 + b))
-                v23 = min(np.uint32(a * h2 + b), np.uint32(a * h3 + b))
-                row[k] = min(row[k], min(v01, v23))
-            j += 4
-        while j < n:
-            hv = kept[j]
-            for k in range(width):
-                row[k] = min(row[k], np.uint32(perm_a[k] * hv + perm_b[k]))
-            j += 1
+        row[:] = np.uint32(0xFFFFFFFF)
+        kernels.minhash_row(row, kept, 0, n, perm_a, perm_b)
+
 
 def registry_band_keys(
     sig: np.ndarray, sets: tuple[np.ndarray, np.ndarray], hasher: MinHasher, bands: int, stoplist: Stoplist | None
