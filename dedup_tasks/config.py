@@ -180,7 +180,7 @@ class DedupConfig:
     # 42 (docs/registry.md, "Session 10").
     registry_signature_bits: int = 2
     minhash_registry_bands: int = 24
-    # The registry's band keys at ten billion documents (docs/registry.md, "The index signature"):
+    # The registry's band keys at ten billion documents (docs/registry.md, "Session 11"):
     # unrelated English articles agree on a band by chance through the language's common 5-grams, ~2e-4
     # per registered English document on 24 bands, so a lookup's false candidates grow with all history.
     # minhash_registry_stoplist: the band keys come from a MinHash over each document's shingles minus
