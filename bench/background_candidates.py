@@ -31,14 +31,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
-from numba import njit, prange
 
 from bench.__main__ import SIZES, crawl, hour_ids, write_result
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.hashing import codepoints
 from dedup_tasks.fingerprint.minhash import MinHasher
-from dedup_tasks.fingerprint.stoplist import load_stoplist
+from dedup_tasks.fingerprint.stoplist import Stoplist, learn_stoplist, load_stoplist
 from dedup_tasks.io import BatchPaths
 from dedup_tasks.layers.minhash import minhash_rows
 from dedup_tasks.pipeline import layer_view, prepare_with_text
@@ -223,37 +222,14 @@ def unique_sets(hashes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np
 
 def document_frequency_stoplist(hashes: np.ndarray, offsets: np.ndarray, rows: np.ndarray, cutoff: float) -> np.ndarray:
     """Sorted shingle hashes found in more than ``cutoff`` of the documents ``rows`` (bool per document)
-    of these sets (each document's set without repeats)."""
-    doc = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
-    values, df = np.unique(hashes[rows[doc]], return_counts=True)
-    return values[df > cutoff * int(rows.sum())]
+    of these sets: the product's learner (``fingerprint.stoplist.learn_stoplist``)."""
+    return learn_stoplist("", hashes, offsets, rows, cutoff).hashes
 
 
 def members(values: np.ndarray, of: np.ndarray) -> np.ndarray:
-    """``np.isin(values, of)`` for uint32 values through an open-addressing table of ``of`` (the
-    product's ``kernels.hash_slot``): one probe per value, what a product filter would cost."""
-    keys = np.zeros(kernels.hash_table_size(max(len(of), 1)), np.uint64)
-    slots = np.full(len(keys), -1, np.int64)
-    _fill_table(np.asarray(of, np.uint64), keys, slots)
-    out = np.empty(len(values), np.bool_)
-    _probe_table(np.asarray(values, np.uint32), keys, slots, out)
-    return out
-
-
-# Not cached: numba stamps a cached kernel with its own file only, and these inline kernels.hash_slot
-# (dedup_tasks/kernel_cache.py stamps the package's kernels with all its kernel files; not this one).
-@njit
-def _fill_table(values, keys, slots):
-    for i in range(len(values)):
-        s = kernels.hash_slot(keys, slots, values[i])
-        keys[s] = values[i]
-        slots[s] = i
-
-
-@njit(parallel=True, nogil=True)
-def _probe_table(values, keys, slots, out):
-    for i in prange(len(values)):
-        out[i] = slots[kernels.hash_slot(keys, slots, np.uint64(values[i]))] >= 0
+    """``np.isin(values, of)`` for uint32 values, as the product's index signature probes its stoplist
+    (``fingerprint.stoplist.Stoplist.contains``): what a product filter costs."""
+    return Stoplist.of("", of).contains(values)
 
 
 def drop_shingles(hashes: np.ndarray, offsets: np.ndarray, drop: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

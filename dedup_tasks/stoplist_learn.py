@@ -2,8 +2,8 @@
 
 A stoplist keys the registry: learn it once, before the registry's first batch, from English pages of
 the crawl it will serve (a few thousand are enough; the built-in one comes from the shipped sample
-corpus, public-domain speeches, and misses news' own common 5-grams: docs/registry.md, "The index
-signature"), then set ``minhash_registry_stoplist`` to the file for good.
+corpus, public-domain speeches, and misses news' own common 5-grams: docs/registry.md, "Session
+11"), then set ``minhash_registry_stoplist`` to the file for good.
 
     python -m dedup_tasks stoplist learn --input ROOT/crawl/dt=2026-12-01 --out en-crawl-v1.u32
 """

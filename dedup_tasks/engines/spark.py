@@ -236,18 +236,11 @@ def _fingerprints(table: pa.Table, templates: np.ndarray, config: DedupConfig, h
     sig, counts, (sets, set_offsets) = minhash_rows(
         view, hasher, config.zh_shingle_chars, config.en_shingle_words, None, config.en_shingles == "chars"
     )
-    width = hasher.num_perm * 4
-    sig_bytes = pa.Array.from_buffers(
-        pa.binary(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32) * width), pa.py_buffer(np.ascontiguousarray(sig).tobytes())]
-    )
-    set_bytes = pa.Array.from_buffers(
-        pa.binary(), n, [None, pa.py_buffer((set_offsets * 4).astype(np.int32)), pa.py_buffer(np.ascontiguousarray(sets, np.uint32).tobytes())]
-    )
+    sig_bytes = _packed_rows(sig, np.arange(n + 1) * sig.shape[1])
+    set_bytes = _packed_rows(np.asarray(sets, np.uint32), set_offsets)
     # The registry's band keys need the shingle sets, which stay here: L3's own function, on the executor.
     reg = registry_band_keys(sig, (sets, set_offsets), hasher, config.registry_bands, registry_stoplist(config))
-    reg_bytes = pa.Array.from_buffers(
-        pa.binary(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32) * (8 * reg.shape[1])), pa.py_buffer(np.ascontiguousarray(reg).tobytes())]
-    )
+    reg_bytes = _packed_rows(reg, np.arange(n + 1) * reg.shape[1])
     return pa.RecordBatch.from_pydict(
         {
             "batch_id": table.column("batch_id").cast(pa.string()).combine_chunks(),
@@ -268,6 +261,13 @@ def _fingerprints(table: pa.Table, templates: np.ndarray, config: DedupConfig, h
             "reg_bands": reg_bytes,
         }
     )
+
+
+def _packed_rows(values: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """A binary column whose row i packs ``values`` (any fixed-width dtype, flattened) from offsets[i] to offsets[i + 1]."""
+    flat = np.ascontiguousarray(values).ravel()
+    starts = (np.asarray(offsets, np.int64) * flat.itemsize).astype(np.int32)
+    return pa.Array.from_buffers(pa.binary(), len(starts) - 1, [None, pa.py_buffer(starts), pa.py_buffer(flat.tobytes())])
 
 
 def _uint32_rows(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,7 @@ stoplist (nearly every Chinese one) gets exactly the product signature's values,
 change. A document whose every shingle is on the stoplist keeps its whole set (it must still have keys).
 
 The stoplist is part of the registry's key space: registering with one and looking up with another finds
-nothing, so its name is recorded in the registry (``registry_index`` in the meta table) and checked.
+nothing, so its name is recorded in the registry (``band_key_space`` in registry_meta) and checked.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ import numpy as np
 from numba import njit, prange
 
 import dedup_tasks.kernel_cache  # noqa: F401  (keys the numba cache on every kernel file)
+from dedup_tasks.config import ConfigError
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.minhash import MinHasher
 
 STOPLIST_DIR = Path(__file__).resolve().parent / "stoplists"
 # The built-in English stoplist (STOPLIST_DIR/<name>.u32: sorted little-endian uint32 shingle hashes).
 DEFAULT_STOPLIST = "en-5gram-sotu-df2pct-v1"
-_GOLDEN32 = np.uint32(0x9E3779B1)
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,9 @@ class Stoplist:
 
     name: str
     hashes: np.ndarray  # sorted unique uint32
-    table: np.ndarray  # uint32 open-addressing table, 0 = empty slot
-    has_zero: bool  # 0 is a member (it cannot sit in the table)
+    # The members in an open-addressing table (kernels.hash_slot): keys, and a slot's index (-1: empty).
+    table_keys: np.ndarray  # uint64
+    table_slots: np.ndarray  # int64
     # One bit per value of a hash's top 16 bits, set where a member has them: 8 kB that stay in L1, so
     # most shingles that are not members never touch the table (~15% of the bits are set at 10k members).
     bitmap: np.ndarray  # uint64[1024]
@@ -51,15 +52,13 @@ class Stoplist:
     @classmethod
     def of(cls, name: str, hashes: np.ndarray) -> Stoplist:
         values = np.unique(np.asarray(hashes, np.uint32))
-        size = 16
-        while size < 2 * len(values):  # at most half full: probes stay short
-            size *= 2
-        table = np.zeros(size, np.uint32)
-        _fill(values[values != 0], table)
+        table_keys = np.zeros(kernels.hash_table_size(max(len(values), 1)), np.uint64)
+        table_slots = np.full(len(table_keys), -1, np.int64)
+        _fill(values, table_keys, table_slots)
         bitmap = np.zeros(1024, np.uint64)
         top = (values >> np.uint32(16)).astype(np.int64)
         np.bitwise_or.at(bitmap, top >> 6, np.left_shift(np.uint64(1), (top & 63).astype(np.uint64)))
-        return cls(name, values, table, bool(len(values) and values[0] == 0), bitmap)
+        return cls(name, values, table_keys, table_slots, bitmap)
 
     def __len__(self) -> int:
         return len(self.hashes)
@@ -72,7 +71,7 @@ class Stoplist:
     def contains(self, hashes32: np.ndarray) -> np.ndarray:
         """Bool per hash: on the stoplist."""
         out = np.empty(len(hashes32), np.bool_)
-        _members(np.ascontiguousarray(hashes32, np.uint32), self.table, self.bitmap, self.has_zero, out)
+        _members(np.ascontiguousarray(hashes32, np.uint32), self.table_keys, self.table_slots, self.bitmap, out)
         return out
 
     def save(self, path: Path) -> None:
@@ -104,9 +103,21 @@ def _load(name_or_path: str) -> Stoplist:
 SIGNATURE_KEY_SPACE = "signature"  # band keys of the plain signature (no stoplist; registries before the index signature)
 
 
-def band_key_space(stoplist_name: str) -> str:
+def configured_stoplist(setting: str) -> Stoplist | None:
+    """The stoplist ``minhash_registry_stoplist`` names (None for "": keys of the plain signature); a
+    ConfigError naming the setting where it cannot be loaded."""
+    if not setting:
+        return None
+    try:
+        return load_stoplist(setting)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"minhash_registry_stoplist: {exc}") from exc
+
+
+def band_key_space(setting: str) -> str:
     """The registry key space of ``minhash_registry_stoplist`` ("": the plain signature's)."""
-    return load_stoplist(stoplist_name).key_space if stoplist_name else SIGNATURE_KEY_SPACE
+    stoplist = configured_stoplist(setting)
+    return SIGNATURE_KEY_SPACE if stoplist is None else stoplist.key_space
 
 
 def learn_stoplist(name: str, hashes32: np.ndarray, offsets: np.ndarray, rows: np.ndarray, cutoff: float) -> Stoplist:
@@ -131,57 +142,42 @@ def index_signatures(
     out = np.ascontiguousarray(sig[:, :width], np.uint32).copy()
     _index_minhash(
         np.ascontiguousarray(hashes32, np.uint32), np.asarray(offsets, np.int64), np.asarray(perm_a, np.uint32),
-        np.asarray(perm_b, np.uint32), stoplist.table, stoplist.bitmap, stoplist.has_zero, out,
+        np.asarray(perm_b, np.uint32), stoplist.table_keys, stoplist.table_slots, stoplist.bitmap, out,
     )  # fmt: skip
     return out
 
 
-@njit(inline="always", cache=True)
-def _slot(h, mask):
-    return np.int64(np.uint32(np.uint64(h) * np.uint64(_GOLDEN32) & np.uint64(0xFFFFFFFF)) & mask)
-
-
 @njit(cache=True)
-def _fill(values, table):
-    mask = np.uint32(len(table) - 1)
+def _fill(values, table_keys, table_slots):
     for i in range(len(values)):
-        s = _slot(values[i], mask)
-        while table[s] != 0 and table[s] != values[i]:
-            s = (s + 1) & np.int64(mask)
-        table[s] = values[i]
+        s = kernels.hash_slot(table_keys, table_slots, np.uint64(values[i]))
+        table_keys[s] = values[i]
+        table_slots[s] = i
 
 
 @njit(inline="always", cache=True)
-def _member(h, table, bitmap, has_zero):
+def _member(h, table_keys, table_slots, bitmap):
     top = np.int64(h >> np.uint32(16))
     if (bitmap[top >> 6] >> np.uint64(top & 63)) & np.uint64(1) == np.uint64(0):
         return False
-    if h == 0:
-        return has_zero
-    mask = np.uint32(len(table) - 1)
-    s = _slot(h, mask)
-    while table[s] != 0:
-        if table[s] == h:
-            return True
-        s = (s + 1) & np.int64(mask)
-    return False
+    return table_slots[kernels.hash_slot(table_keys, table_slots, np.uint64(h))] >= 0
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _members(hashes32, table, bitmap, has_zero, out):
+def _members(hashes32, table_keys, table_slots, bitmap, out):
     for i in prange(len(hashes32)):
-        out[i] = _member(hashes32[i], table, bitmap, has_zero)
+        out[i] = _member(hashes32[i], table_keys, table_slots, bitmap)
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _index_minhash(hashes32, offsets, perm_a, perm_b, table, bitmap, has_zero, out):
+def _index_minhash(hashes32, offsets, perm_a, perm_b, table_keys, table_slots, bitmap, out):
     for d in prange(len(offsets) - 1):
         s, end = offsets[d], offsets[d + 1]
         kept = np.empty(end - s, np.uint32)
         n = 0
         for i in range(s, end):
             h = hashes32[i]
-            if not _member(h, table, bitmap, has_zero):
+            if not _member(h, table_keys, table_slots, bitmap):
                 kept[n] = h
                 n += 1
         if n == 0 or n == end - s:

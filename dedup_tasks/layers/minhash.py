@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from dedup_tasks.config import ConfigError, DedupConfig
+from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.candidates import Verifier, stream_minhash, verify_pairs
 from dedup_tasks.fingerprint.minhash import (
@@ -34,7 +34,7 @@ from dedup_tasks.fingerprint.minhash import (
     estimate_sd,
     estimated_jaccard,
 )
-from dedup_tasks.fingerprint.stoplist import Stoplist, load_stoplist, registry_band_keys
+from dedup_tasks.fingerprint.stoplist import Stoplist, configured_stoplist, registry_band_keys
 from dedup_tasks.layers.base import (
     Drops,
     Layer,
@@ -134,36 +134,33 @@ def minhash_rows(
     return sig, counts, (all_sets[:at], set_offsets)
 
 
+def matrix_column(values: np.ndarray) -> pa.Array:
+    """A 2-D array as a column of fixed-size lists, one row each (its dtype kept)."""
+    return pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(values).ravel()), values.shape[1])
+
+
+def matrix_of(batch: pa.Table, name: str) -> np.ndarray:
+    """A ``matrix_column`` of the batch back as a 2-D array."""
+    column = batch.column(name).combine_chunks()
+    return column.flatten().to_numpy().reshape(-1, column.type.list_size)
+
+
 def signature_column(sig: np.ndarray) -> pa.Array:
-    return pa.FixedSizeListArray.from_arrays(pa.array(sig.ravel(), pa.uint32()), sig.shape[1])
+    return matrix_column(np.asarray(sig, np.uint32))
 
 
-def band_key_column(keys: np.ndarray) -> pa.Array:
-    return pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(keys).ravel(), pa.uint64()), keys.shape[1])
+def signatures_of(batch: pa.Table) -> np.ndarray:
+    return matrix_of(batch, "_minhash")
 
 
 def registry_band_keys_of(batch: pa.Table) -> np.ndarray | None:
     """The ``_registry_bands`` column the layer wrote, as (n, bands) uint64 (None where it is absent)."""
-    if "_registry_bands" not in batch.column_names:
-        return None
-    column = batch.column("_registry_bands").combine_chunks()
-    return column.values.to_numpy().reshape(-1, column.type.list_size)
+    return matrix_of(batch, "_registry_bands") if "_registry_bands" in batch.column_names else None
 
 
 def registry_stoplist(config: DedupConfig) -> Stoplist | None:
     """The stoplist of the registry's index signature (None: keys of the plain signature)."""
-    if not config.minhash_registry_stoplist:
-        return None
-    try:
-        return load_stoplist(config.minhash_registry_stoplist)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"minhash_registry_stoplist: {exc}") from exc
-
-
-def signatures_of(batch: pa.Table) -> np.ndarray:
-    column = batch.column("_minhash").combine_chunks()
-    width = column.type.list_size
-    return column.values.to_numpy().reshape(-1, width)
+    return configured_stoplist(config.minhash_registry_stoplist)
 
 
 def bbit_text_floor(bits: np.ndarray | int, num_perm: int) -> np.ndarray:
@@ -362,7 +359,7 @@ class MinHashLayer(Layer):
         # The registry stores and probes the index signature's first registry_bands bands (the batch
         # uses all of the product signature's): fingerprint.stoplist.
         registry_keys = self.registry_keys(batch, sig, sets, hasher)
-        batch = set_column(batch, "_registry_bands", band_key_column(registry_keys))
+        batch = set_column(batch, "_registry_bands", matrix_column(registry_keys))
         hits = ctx.registry.minhash_candidates(
             ctx.batch_id, registry_keys[queries], main_min_bands=cfg.minhash_registry_main_min_bands
         )

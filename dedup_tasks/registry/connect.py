@@ -145,6 +145,7 @@ def open_registry(config: Any, **registry_kwargs: Any) -> Iterator[Any]:
     Starts (and afterwards stops) the embedded server when no database is configured. Extra keyword
     arguments go to PostgresRegistry.
     """
+    from dedup_tasks.fingerprint.stoplist import band_key_space
     from dedup_tasks.registry.postgres import PostgresRegistry
 
     root = Path(config.root)
@@ -158,7 +159,7 @@ def open_registry(config: Any, **registry_kwargs: Any) -> Iterator[Any]:
             getattr(config, "suspect_hamming_max", 12), getattr(config, "simhash_max_distance", 3)
         ),
         "auto_migrate": True,
-        "band_key_space": _key_space(getattr(config, "minhash_registry_stoplist", "")),
+        "band_key_space": band_key_space(getattr(config, "minhash_registry_stoplist", "")),
     }
     defaults.update(registry_kwargs)
     with database(root, getattr(config, "db_url", None)) as dsn:
@@ -167,16 +168,6 @@ def open_registry(config: Any, **registry_kwargs: Any) -> Iterator[Any]:
             yield registry
         finally:
             registry.close()
-
-
-def _key_space(stoplist: str) -> str:
-    from dedup_tasks.config import ConfigError
-    from dedup_tasks.fingerprint.stoplist import band_key_space
-
-    try:
-        return band_key_space(stoplist)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"minhash_registry_stoplist: {exc}") from exc
 
 
 @contextmanager

@@ -1355,22 +1355,27 @@ def _empty_table(schema: list[tuple[str, pa.DataType]]) -> pa.Table:
     return pa.table({name: pa.array([], type=typ) for name, typ in schema})
 
 
+def _pair_runs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, starts): the (a, b) pairs sorted (stable) and where each distinct pair's run begins."""
+    order = np.lexsort((b, a))
+    a_s, b_s = a[order], b[order]
+    return order, np.flatnonzero(np.r_[True, (a_s[1:] != a_s[:-1]) | (b_s[1:] != b_s[:-1])])
+
+
 def _agreeing_pairs(u: np.ndarray, seq: np.ndarray, min_bands: int) -> tuple[np.ndarray, np.ndarray]:
     """The distinct (u, seq) pairs that occur at least ``min_bands`` times (once per agreeing band)."""
-    pairs = np.unique(np.stack([u.astype(np.int64), seq.astype(np.int64)], axis=1), axis=0, return_counts=True)
-    keep = pairs[1] >= min_bands
-    return pairs[0][keep, 0], pairs[0][keep, 1]
+    order, starts = _pair_runs(u, seq)
+    first = order[starts[np.diff(np.r_[starts, len(u)]) >= min_bands]]
+    return u[first], seq[first]
 
 
 def _first_of_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Indices of the first occurrence of each distinct (a, b) pair, in input order."""
     if len(a) == 0:
         return np.empty(0, np.int64)
-    order = np.lexsort((b, a))
-    a_s, b_s = a[order], b[order]
-    new = np.r_[True, (a_s[1:] != a_s[:-1]) | (b_s[1:] != b_s[:-1])]
+    order, starts = _pair_runs(a, b)
     # lexsort is stable: the first of each run is the earliest occurrence.
-    return np.sort(order[new])
+    return np.sort(order[starts])
 
 
 def _empty(layer: str, num_perm: int) -> Matches:
