@@ -359,8 +359,11 @@ class SemanticLayer(Layer):
     ) -> Drops:
         """The transformer's verdict on candidate pairs: drop a row at cosine >= its language's threshold
         (``pair_min``: per pair, a threshold of its own; NaN: the language's), unless the lexical
-        evidence objects (``_objections``). Pairs marked ``aligned`` are scored by their sentences
-        (``_aligned``) instead of the head cosine."""
+        evidence objects (``_pair_objections``, ``_hit_objections``). Pairs marked ``aligned`` are scored
+        by their sentences (``_aligned``) instead of the head cosine.
+
+        Cheapest test first: the objections overrule any cosine, so a named pair they refuse is settled
+        before anything is embedded, and a text that only refused pairs need is never embedded."""
         if len(sus_row) == 0:
             return Drops.none()
         n = batch.num_rows
@@ -374,52 +377,66 @@ class SemanticLayer(Layer):
             a[usable] for a in (sus_row, cand_doc, cand_batch, cand_row, in_batch)
         )
         pair_min = None if pair_min is None else np.asarray(pair_min, float)[usable]
-        aligned = None if aligned is None else np.asarray(aligned, bool)[usable]
+        aligned = np.zeros(len(sus_row), bool) if aligned is None else np.asarray(aligned, bool)[usable]
         self._stats["suspects"] = len(np.unique(sus_row))
         if len(sus_row) == 0:
             return Drops.none()
         model_id = model_id_for(self.config.embedder)
         self._stats["model_id"] = model_id
 
-        # This batch's rows: the suspects and their same-batch candidates, embedded once each.
-        rows = np.unique(np.concatenate([sus_row, cand_row[in_batch]]))
-        ok_rows, row_vec = self._vectors(
-            store, model_id, doc_ids[rows], np.full(len(rows), ctx.batch_id, object),
-            lambda missing: self._texts(batch, rows[missing]),
-        )
-        # Earlier batches' candidates: store first, else their published partition.
+        # Earlier batches' candidates, one entry per document.
         ext = np.flatnonzero(~in_batch)
         ext_keys = sorted({(str(d), str(b)) for d, b in zip(cand_doc[ext], cand_batch[ext], strict=True)})
         ext_doc = np.array([k[0] for k in ext_keys], object)
         ext_bat = np.array([k[1] for k in ext_keys], object)
-        ok_ext, ext_vec = self._vectors(
-            store, model_id, ext_doc, ext_bat, lambda missing: self._published_texts(ctx, ext_doc[missing], ext_bat[missing])
+        ext_pos = {k: i for i, k in enumerate(ext_keys)}
+        ext_of_pair = np.array([ext_pos.get((str(d), str(b)), -1) if not ib else -1
+                                for d, b, ib in zip(cand_doc, cand_batch, in_batch, strict=True)], np.int64)
+
+        facts = self._fact_sets(batch, ctx, np.unique(np.concatenate([sus_row, cand_row[in_batch]])), ext_doc, ext_bat)
+        live = ~self._pair_objections(batch, facts, sus_row, cand_row, in_batch, ext_of_pair)
+        self._stats["pairs_refused_unembedded"] = int((~live).sum())
+        if not live.any():
+            return Drops.none()
+
+        # This batch's rows of the pairs still open: the suspects and their same-batch candidates, once each.
+        rows = np.unique(np.concatenate([sus_row[live], cand_row[live & in_batch]]))
+        ok_rows, row_vec = self._vectors(
+            store, model_id, doc_ids[rows], np.full(len(rows), ctx.batch_id, object),
+            lambda missing: self._texts(batch, rows[missing]),
         )
+        # Earlier batches' candidates of those pairs: store first, else their published partition.
+        need = np.unique(ext_of_pair[live & ~in_batch])
+        ok_need, need_vec = self._vectors(
+            store, model_id, ext_doc[need], ext_bat[need],
+            lambda missing: self._published_texts(ctx, ext_doc[need[missing]], ext_bat[need[missing]]),
+        )
+        ok_ext = np.zeros(len(ext_doc), bool)
+        ok_ext[need] = ok_need
+        ext_vec = np.zeros((len(ext_doc), need_vec.shape[1]), np.float32)
+        ext_vec[need] = need_vec
         dim = max(row_vec.shape[1], ext_vec.shape[1])
         pos_of_row = np.full(n, -1, np.int64)
         pos_of_row[rows] = np.arange(len(rows))
-        ext_pos = {k: i for i, k in enumerate(ext_keys)}
 
-        # Named candidates: cosine of each (suspect, candidate) pair.
+        # Named candidates: cosine of each (suspect, candidate) pair still open.
         cos = np.full(len(sus_row), -np.inf)
         s_pos = pos_of_row[sus_row]
-        for i in range(len(sus_row)):
+        for i in np.flatnonzero(live):
             if not ok_rows[s_pos[i]]:
                 continue
             if in_batch[i]:
                 c = pos_of_row[cand_row[i]]
                 if ok_rows[c]:
                     cos[i] = float(row_vec[s_pos[i]] @ row_vec[c])
-            else:
-                j = ext_pos[(str(cand_doc[i]), str(cand_batch[i]))]
-                if ok_ext[j] and ext_vec.shape[1] == dim:
-                    cos[i] = float(row_vec[s_pos[i]] @ ext_vec[j])
+            elif ok_ext[ext_of_pair[i]] and ext_vec.shape[1] == dim:
+                cos[i] = float(row_vec[s_pos[i]] @ ext_vec[ext_of_pair[i]])
 
         row_threshold = self._row_thresholds(batch)
         # A pair's drop cosine: its own (sketch pairs may have theirs) else its row's language threshold.
         pair_threshold = row_threshold[sus_row] if pair_min is None else np.where(np.isnan(pair_min), row_threshold[sus_row], pair_min)
-        # In-batch search: each suspect against every embedded row of this batch (IndexFlatIP), so a
-        # paraphrase of another suspect's text is found even when L2/L3 named a different candidate.
+        # In-batch search: each embedded suspect against every embedded row of this batch (IndexFlatIP),
+        # so a paraphrase of another suspect's text is found even when L2/L3 named a different candidate.
         flat_row, flat_cand, flat_cos = np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0)
         if ok_rows.sum() > 1:
             from dedup_tasks.embed.faiss_index import search_flat
@@ -427,7 +444,7 @@ class SemanticLayer(Layer):
             valid = np.flatnonzero(ok_rows)
             # Rows whose candidates are judged by their sentences are not searched by head cosine:
             # that would bypass the aligned score (same-topic zh texts reach 0.97+ head to head).
-            suspects = np.unique(sus_row if aligned is None else sus_row[~aligned])
+            suspects = np.unique(sus_row[live & ~aligned])
             q = suspects[ok_rows[pos_of_row[suspects]]]
             scores, idx = search_flat(row_vec[valid], row_vec[pos_of_row[q]], FLAT_NEIGHBOURS)
             hit_row = np.broadcast_to(q[:, None], idx.shape)
@@ -435,19 +452,13 @@ class SemanticLayer(Layer):
             keep = (idx >= 0) & (hit_cand < hit_row) & (scores >= row_threshold[hit_row])
             flat_row, flat_cand, flat_cos = hit_row[keep], hit_cand[keep], scores[keep].astype(float)
 
-        # What the lexical verifier knows overrules a cosine (see ``_objections``).
-        if aligned is not None and aligned.any():
+        if aligned.any():
             cos = self._aligned(batch, ctx, cos, aligned, sus_row, cand_row, in_batch, cand_doc, cand_batch)
-        at_threshold = cos >= pair_threshold
-        named_veto, flat_veto = self._objections(
-            batch, ctx, rows, pos_of_row, sus_row, cand_row, in_batch, at_threshold, ext_doc, ext_bat,
-            np.array([ext_pos.get((str(d), str(b)), -1) for d, b in zip(cand_doc, cand_batch, strict=True)], np.int64),
-            flat_row, flat_cand,
-        )
+        usable_pair = live & (cos >= pair_threshold)
+        flat_veto = self._hit_objections(batch, facts, flat_row, flat_cand)
         flat_hits: dict[int, list[tuple[float, int]]] = {}
         for r, c, sc in zip(flat_row[~flat_veto], flat_cand[~flat_veto], flat_cos[~flat_veto], strict=True):
             flat_hits.setdefault(int(r), []).append((float(sc), int(c)))
-        usable_pair = at_threshold & ~named_veto
 
         # Decide in batch order: the earlier document wins, and a row this layer dropped is not kept.
         dropped = np.zeros(n, bool)
@@ -507,55 +518,69 @@ class SemanticLayer(Layer):
         self._stats["aligned_seconds"] = round(time.perf_counter() - started, 3)
         return cos
 
-    def _objections(
-        self, batch: pa.Table, ctx: LayerContext, rows: np.ndarray, pos_of_row: np.ndarray, sus_row: np.ndarray,
-        cand_row: np.ndarray, in_batch: np.ndarray, at_threshold: np.ndarray, ext_doc: np.ndarray, ext_bat: np.ndarray,
-        ext_of_pair: np.ndarray, flat_row: np.ndarray, flat_cand: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Pairs a cosine must not drop (named pairs, in-batch search hits), whatever their score.
+    # ---- what a cosine cannot overrule ---------------------------------------------------------
+    #
+    # A cosine says "about the same thing"; it cannot see that a list page and its next page, or two
+    # flashes of one template, give other names and figures (the hours3 bench: 54 list pages scored
+    # 0.975-0.9998 against their previous page). So every confirmation gets the verifier's facts check
+    # (``fingerprint.numbers.facts_differ`` on the newer against the earlier, at any Jaccard): on that
+    # bench it refused all 54 list pages and none of the 49 true L4 drops. A page L1 kept as an update of
+    # its URL stays kept: L3 holds it to a near-identical copy, and a rewrite of an updated page is what
+    # an update is.
 
-        A cosine says "about the same thing"; it cannot see that a list page and its next page, or two
-        flashes of one template, give other names and figures (the hours3 bench: 54 list pages scored
-        0.975-0.9998 against their previous page). So every confirmation gets the verifier's facts
-        check (``fingerprint.numbers.facts_differ`` on the newer against the earlier, at any Jaccard):
-        on that bench it refused all 54 list pages and none of the 49 true L4 drops. A page L1 kept as
-        an update of its URL stays kept: L3 holds it to a near-identical copy, and a rewrite of an
-        updated page is what an update is.
-        """
-        cfg = self.config
-        n = batch.num_rows
-        update = bool_col(batch, URL_UPDATE) if URL_UPDATE in batch.column_names else np.zeros(n, bool)
-        named = update[sus_row] & at_threshold
-        flat = update[flat_row].copy()
-        self._stats["vetoed_update"] = int(named.sum() + flat.sum())
-        self._stats["vetoed_facts"] = 0
-        if cfg.minhash_facts_min_new <= 0 or "_near_text" not in batch.column_names:
-            return named, flat
-        check = at_threshold & ~named
-        if not check.any() and not len(flat_row):
-            return named, flat
-        # Number sets: this batch's embedded rows (positions 0..len(rows)-1), then the earlier batches'
-        # candidates of pairs at the threshold, read from their published partitions (shared with the
-        # texts read for embedding, once per partition).
+    def _fact_sets(
+        self, batch: pa.Table, ctx: LayerContext, rows: np.ndarray, ext_doc: np.ndarray, ext_bat: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """Number sets for the facts check (None: it is off, or the batch has no near-duplicate view):
+        (hashes, offsets, set of each batch row (-1: none), set of each earlier candidate (-1: its text
+        was not found)). The earlier candidates' sets are read from their published partitions, shared
+        with the texts read for embedding (once per partition)."""
+        if self.config.minhash_facts_min_new <= 0 or "_near_text" not in batch.column_names:
+            return None
         row_nums, row_off = number_sets(batch, rows, ctx.near_text if "_row" in batch.column_names else None)
-        need = np.unique(ext_of_pair[check & ~in_batch])
-        need = need[need >= 0]
-        ext_nums, ext_off, ext_index = self._published_numbers(ext_doc[need], ext_bat[need])
-        where = np.full(len(ext_doc), -1, np.int64)
-        where[need] = np.where(ext_index >= 0, len(rows) + ext_index, -1)
+        ext_nums, ext_off, ext_index = self._published_numbers(ext_doc, ext_bat)
+        set_of_row = np.full(batch.num_rows, -1, np.int64)
+        set_of_row[rows] = np.arange(len(rows))
+        set_of_ext = np.where(ext_index >= 0, len(rows) + ext_index, -1)
         nums = np.concatenate([row_nums, ext_nums]).astype(np.uint64)
         offsets = np.concatenate([row_off, row_off[-1] + ext_off[1:]]).astype(np.int64)
-        ext_where = np.concatenate([where, [-1]])[np.where(ext_of_pair >= 0, ext_of_pair, len(where))]
-        earlier = np.where(in_batch, pos_of_row[np.maximum(cand_row, 0)], ext_where)
-        # An earlier text that was not found cannot be checked: the cosine decides, as before.
-        pairs = np.flatnonzero(check & (earlier >= 0))
-        newer = np.concatenate([pos_of_row[sus_row[pairs]], pos_of_row[flat_row]])
-        older = np.concatenate([earlier[pairs], pos_of_row[flat_cand]])
-        differ = pair_facts_differ(nums, offsets, newer, older, cfg.minhash_facts_min_new, cfg.minhash_facts_min_share)
-        named[pairs[differ[: len(pairs)]]] = True
-        flat |= differ[len(pairs) :]
+        return nums, offsets, set_of_row, set_of_ext
+
+    def _updates(self, batch: pa.Table) -> np.ndarray:
+        return bool_col(batch, URL_UPDATE) if URL_UPDATE in batch.column_names else np.zeros(batch.num_rows, bool)
+
+    def _pair_objections(
+        self, batch: pa.Table, facts: tuple | None, sus_row: np.ndarray, cand_row: np.ndarray, in_batch: np.ndarray,
+        ext_of_pair: np.ndarray,
+    ) -> np.ndarray:
+        """Named pairs no cosine may drop: the suspect is a URL update, or its facts differ from the
+        candidate's. A pair whose earlier text was not found cannot be checked: the cosine decides."""
+        cfg = self.config
+        refused = self._updates(batch)[sus_row]
+        self._stats["vetoed_update"] = int(refused.sum())
+        self._stats["vetoed_facts"] = 0
+        if facts is None:
+            return refused
+        nums, offsets, set_of_row, set_of_ext = facts
+        earlier = np.where(in_batch, set_of_row[np.maximum(cand_row, 0)], np.append(set_of_ext, -1)[ext_of_pair])
+        pairs = np.flatnonzero(~refused & (earlier >= 0))
+        differ = pair_facts_differ(nums, offsets, set_of_row[sus_row[pairs]], earlier[pairs], cfg.minhash_facts_min_new, cfg.minhash_facts_min_share)
+        refused[pairs[differ]] = True
         self._stats["vetoed_facts"] = int(differ.sum())
-        return named, flat
+        return refused
+
+    def _hit_objections(self, batch: pa.Table, facts: tuple | None, hit_row: np.ndarray, hit_cand: np.ndarray) -> np.ndarray:
+        """In-batch search hits no cosine may drop, by the same two rules (both rows were embedded, so
+        both have number sets)."""
+        cfg = self.config
+        refused = self._updates(batch)[hit_row]
+        self._stats["vetoed_update"] += int(refused.sum())
+        if facts is None or not len(hit_row):
+            return refused
+        nums, offsets, set_of_row, _ = facts
+        differ = pair_facts_differ(nums, offsets, set_of_row[hit_row], set_of_row[hit_cand], cfg.minhash_facts_min_new, cfg.minhash_facts_min_share)
+        self._stats["vetoed_facts"] += int(differ.sum())
+        return refused | differ
 
     # ---- full mode ----------------------------------------------------------------------------
     def _full(self, batch: pa.Table, ctx: LayerContext) -> Drops:

@@ -101,3 +101,28 @@ def test_a_url_update_is_never_dropped_by_a_cosine(fake) -> None:
     assert out.drops.num_rows == 0 and out.stats.extra["vetoed_update"] >= 1
     out = run(set_column(batch, URL_UPDATE, pa.array([False, False])), B0)
     assert out.drops.num_rows == 1
+
+
+def test_a_pair_the_facts_check_refuses_is_never_embedded(fake, tmp_path: Path) -> None:
+    # Cheapest test first: the refusal is known before any cosine, so neither text is embedded,
+    # the earlier batch's page is not read back for its vector, and nothing is stored.
+    earlier = prepared([PAGE_1], "a")
+    write_parquet_dir(earlier.select(["doc_id", "url", "title", "content", "fetched_at", "lang"]), BatchPaths(tmp_path, B0).deduped)
+    registry = MemoryRegistry()
+    out = run(with_near_miss(prepared([PAGE_2], "b", hour=1), 0, "a0", B0), B1, tmp_path, registry)
+    assert out.drops.num_rows == 0
+    assert out.stats.extra["embedded"] == 0 and out.stats.extra["pairs_refused_unembedded"] == 1
+    # The copy that keeps its figures: both texts embedded, the pair confirmed.
+    out = run(with_near_miss(prepared([COPY_1], "b", hour=1), 0, "a0", B0), B1, tmp_path, registry)
+    assert out.stats.extra["embedded"] == 2 and out.drops.num_rows == 1
+
+
+def test_a_suspect_with_one_refused_and_one_open_pair_is_judged_on_the_open_one(fake) -> None:
+    # a2 (a copy of a0's figures) names a1, the next page (refused), and a0 (open): a0 decides.
+    batch = prepared([PAGE_1, PAGE_2, COPY_1], "a")
+    batch = record_suspects(
+        batch, "minhash", np.array([2, 2]), np.array(["a1", "a0"], object), np.array([B0, B0], object), np.array([0.76, 0.77])
+    )
+    out = run(batch, B0)
+    assert [(r["doc_id"], r["matched_doc_id"]) for r in out.drops.to_pylist()] == [("a2", "a0")]
+    assert out.stats.extra["embedded"] == 2  # a2 and a0; a1 only had the refused pair
