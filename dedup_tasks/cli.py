@@ -89,7 +89,7 @@ class Progress:
 @contextlib.contextmanager
 def open_registry_for(config: DedupConfig, no_registry: bool) -> Iterator[Registry]:
     if no_registry:
-        yield MemoryRegistry()
+        yield MemoryRegistry(plain_band_keys=True)
         return
     from dedup_tasks.registry.connect import open_registry
 

@@ -86,14 +86,20 @@ def load_stoplist(name_or_path: str) -> Stoplist:
     return _load(str(name_or_path))
 
 
-@functools.lru_cache(maxsize=4)
-def _load(name_or_path: str) -> Stoplist:
+def stoplist_file(name_or_path: str) -> Path:
+    """The file a stoplist name or path stands for; FileNotFoundError naming the built-in ones."""
     path = Path(name_or_path)
     if not path.suffix:
         path = STOPLIST_DIR / f"{name_or_path}.u32"
     if not path.is_file():
         known = sorted(p.stem for p in STOPLIST_DIR.glob("*.u32"))
         raise FileNotFoundError(f"stoplist {name_or_path!r}: no file {path} (built-in stoplists: {known})")
+    return path
+
+
+@functools.lru_cache(maxsize=4)
+def _load(name_or_path: str) -> Stoplist:
+    path = stoplist_file(name_or_path)
     raw = path.read_bytes()
     if len(raw) % 4:
         raise ValueError(f"stoplist {path}: {len(raw)} bytes is not a whole number of uint32 hashes")
@@ -112,6 +118,16 @@ def configured_stoplist(setting: str) -> Stoplist | None:
         return load_stoplist(setting)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"minhash_registry_stoplist: {exc}") from exc
+
+
+def check_stoplist_setting(setting: str) -> None:
+    """A ConfigError naming the setting where ``minhash_registry_stoplist`` names no file, without
+    loading it (a run whose registry keys on the plain signature does not need it)."""
+    if setting:
+        try:
+            stoplist_file(setting)
+        except OSError as exc:
+            raise ConfigError(f"minhash_registry_stoplist: {exc}") from exc
 
 
 def band_key_space(setting: str) -> str:

@@ -96,6 +96,11 @@ class CommitResult:
 class Registry(abc.ABC):
     """Storage of fingerprints from earlier batches. Implementations: MemoryRegistry, PostgresRegistry."""
 
+    # False: MinHash band keys come from the configured index signature (``minhash_registry_stoplist``),
+    # which keeps chance agreements rare at billions of documents. True: from the plain signature, for
+    # a registry that dies with its process and never holds that many (``--no-registry`` runs).
+    plain_band_keys: bool = False
+
     # ---- lookups: only rows registered by batches with batch_id < `batch_id` -------------------
     @abc.abstractmethod
     def lookup_urls(self, batch_id: str, url_keys: np.ndarray) -> Matches:
@@ -157,11 +162,13 @@ def _concat_matches(parts: list[Matches], payload_keys: tuple[str, ...]) -> Matc
 class MemoryRegistry(Registry):
     """Fingerprints of earlier batches held in process memory.
 
-    Used for `--no-registry` runs (an instance per run: in-batch dedup only), for the benchmark's
-    multi-hour runs and by tests. Same semantics as the PostgreSQL registry, without persistence.
+    Used for `--no-registry` runs (an instance per run, ``plain_band_keys``: the hours of one run
+    against each other), for the benchmark's multi-hour runs and by tests. Same semantics as the
+    PostgreSQL registry, without persistence.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, plain_band_keys: bool = False) -> None:
+        self.plain_band_keys = plain_band_keys
         self._batches: dict[str, Fingerprints] = {}
         self._main: set[str] = set()  # batches registered before the last compact()
 

@@ -82,3 +82,39 @@ def test_a_near_copy_of_a_main_tier_document_is_found_on_two_bands(en_articles, 
     got = result.decisions.to_pylist()[0]
     assert got["action"] == "drop" and got["layer"] == "minhash", got["reason"]
     assert got["matched_doc_id"] == "orig"
+
+
+def test_a_registry_that_dies_with_its_process_is_keyed_on_the_plain_signature(en_articles, zh_articles, tmp_path, monkeypatch):
+    # --no-registry: no index signature is computed; the hours of one run still find each other, on the
+    # plain signature's keys.
+    import dedup_tasks.layers.minhash as minhash_layer
+
+    def no_index_signature(*args, **kwargs):
+        raise AssertionError("the index signature was computed for a plain-keyed registry")
+
+    monkeypatch.setattr(minhash_layer, "registry_band_keys", no_index_signature)
+    config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path))
+    registry = MemoryRegistry(plain_band_keys=True)
+    art = long_article(en_articles, 300)
+    rows = [*_rows(en_articles, zh_articles), {"doc_id": "orig", "url": "https://a.com/1", "title": art["title"], "content": art["text"]}]
+    publish(BatchPaths(tmp_path, "2026-12-01T00"), run_batch(make_batch(rows), "2026-12-01T00", config, registry))
+    batch = prepare(make_batch(rows), config)
+    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
+    sig, _, _ = minhash_rows(batch, hasher, config.zh_shingle_chars, config.en_shingle_words, None, True)
+    registered = registry._batches["2026-12-01T00"]
+    row_of = {d: i for i, d in enumerate(batch.column("doc_id").to_pylist())}
+    plain = hasher.band_keys(sig)[:, : config.registry_bands]
+    assert np.array_equal(registered.minhash_bands, plain[[row_of[d] for d in registered.doc_id]])
+    copy = {"doc_id": "copy", "url": "https://b.com/1", "title": art["title"], "content": typos(art["text"], 0.004, seed=3)}
+    result = run_batch(make_batch([copy], BASE_TIME + pd.Timedelta(hours=1)), "2026-12-01T01", config, registry)
+    got = result.decisions.to_pylist()[0]
+    first = next(r["doc_id"] for r in rows if r["content"] == art["text"])  # "orig" repeats it when it is en0..en5
+    assert got["action"] == "drop" and got["matched_doc_id"] == first and got["matched_batch_id"] == "2026-12-01T00", got["reason"]
+
+
+def test_a_plain_keyed_run_still_refuses_a_stoplist_setting_that_names_no_file(en_articles, tmp_path):
+    from dedup_tasks.config import ConfigError
+
+    config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path), minhash_registry_stoplist="no-such-list")
+    with pytest.raises(ConfigError, match="minhash_registry_stoplist: stoplist 'no-such-list'"):
+        run_batch(make_batch(_rows(en_articles, [])), "2026-12-01T00", config, MemoryRegistry(plain_band_keys=True))
