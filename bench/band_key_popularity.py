@@ -25,7 +25,7 @@ from bench.__main__ import crawl, hour_ids, write_result
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint.candidates import pair_overlap
 from dedup_tasks.fingerprint.minhash import MinHasher
-from dedup_tasks.fingerprint.stoplist import load_stoplist, registry_band_keys
+from dedup_tasks.fingerprint.stoplist import DEFAULT_STOPLIST, load_stoplist, registry_band_keys
 from dedup_tasks.io import BatchPaths, input_files
 from dedup_tasks.layers.minhash import minhash_rows
 from dedup_tasks.pipeline import layer_view, prepare_with_text
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs = len(rows) * (len(rows) - 1) / 2
     out: dict = {"command": "python -m bench.band_key_popularity " + " ".join(sys.argv[1:] if argv is None else argv),
                  "crawl": root.name, "english_originals": len(rows), "pairs": pairs, "bands": config.registry_bands, "keys": {}}  # fmt: skip
-    for name in [""] + (args.stoplist or [config.minhash_registry_stoplist]):
+    for name in [""] + (args.stoplist or [DEFAULT_STOPLIST]):
         stoplist = load_stoplist(name) if name else None
         keys = registry_band_keys(sig, sets, hasher, config.registry_bands, stoplist)[rows]
         df = agreeing_pairs(keys)

@@ -193,7 +193,13 @@ class DedupConfig:
     # with the built-in stoplist, 4-8e-9 with one learned on the crawl, instead of 2.6e-4 on one band of
     # the plain signature; near copies of main-tier documents at J 0.5-0.7 are found at 0.953-0.964
     # instead of 0.971-0.984 in the recent tier (J >= 0.7: 0.996-1.000; bench quality --compact-between).
-    minhash_registry_stoplist: str = "en-5gram-sotu-df2pct-v1"
+    # "auto" (default): the registry's own stoplist. A new registry learns it from the English pages of
+    # its first batch when there are at least minhash_registry_stoplist_learn_min_docs of them (else it
+    # takes the built-in one) and records it; a registry keyed otherwise (built-in, a file, the plain
+    # signature) goes on with that. A learned stoplist leaves 15-30x fewer chance candidates on news than
+    # the built-in one (docs/registry.md, "Session 12").
+    minhash_registry_stoplist: str = "auto"
+    minhash_registry_stoplist_learn_min_docs: int = 2000
     minhash_registry_main_min_bands: int = 2
     zh_shingle_chars: int = 5
     # English shingles: "chars" (character n-grams of zh_shingle_chars, spaces dropped: a typo breaks
@@ -384,6 +390,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "minhash_text_max_partitions": (0, None),
     "registry_signature_bits": (1, 32),
     "minhash_registry_bands": (0, None),
+    "minhash_registry_stoplist_learn_min_docs": (0, None),
     "minhash_registry_main_min_bands": (1, None),
     "zh_shingle_chars": (1, 64),
     "en_shingle_words": (1, 64),

@@ -18,12 +18,12 @@ import pyarrow as pa
 
 from dedup_tasks.config import ConfigError, DedupConfig
 from dedup_tasks.fingerprint.minhash import MinHasher
-from dedup_tasks.fingerprint.stoplist import Stoplist, learn_stoplist
+from dedup_tasks.fingerprint.stoplist import LEARN_CUTOFF, Stoplist, learn_stoplist
 from dedup_tasks.io import InputError, read_input
 from dedup_tasks.layers.minhash import minhash_rows
 from dedup_tasks.pipeline import layer_view, prepare_with_text
 
-DEFAULT_CUTOFF = 0.02
+DEFAULT_CUTOFF = LEARN_CUTOFF
 
 
 def learn_from_table(table: pa.Table, name: str, config: DedupConfig | None = None, cutoff: float = DEFAULT_CUTOFF) -> Stoplist:

@@ -53,7 +53,14 @@ from dedup_tasks.config import DedupConfig
 from dedup_tasks.contract import ContractError, check_rows, conform_schema, repair_text
 from dedup_tasks.fingerprint.candidates import facts_veto, verify_pairs
 from dedup_tasks.fingerprint.minhash import MinHasher, earlier_covered
-from dedup_tasks.fingerprint.stoplist import registry_band_keys
+from dedup_tasks.fingerprint.stoplist import (
+    AUTO_STOPLIST,
+    DEFAULT_STOPLIST,
+    configured_stoplist,
+    load_stoplist,
+    registry_band_keys,
+    stoplist_setting,
+)
 from dedup_tasks.io import (
     BatchPaths,
     InputError,
@@ -69,7 +76,6 @@ from dedup_tasks.layers.minhash import (
     VERIFY_FLOOR,
     MinHashLayer,
     minhash_rows,
-    registry_stoplist,
     verifier_of,
 )
 from dedup_tasks.layers.near import NEAR_LEN, number_sets, passage_runs
@@ -209,7 +215,7 @@ def _rows_pass(config: DedupConfig) -> Callable[[Iterator[pa.RecordBatch]], Iter
 
 
 def _fingerprint_pass(
-    config: DedupConfig, templates: dict[str, np.ndarray]
+    config: DedupConfig, templates: dict[str, np.ndarray], stoplist: str
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Pass 2 of ``prepare`` with each batch's template lines, then the SimHash and MinHash kernels."""
     hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
@@ -221,12 +227,12 @@ def _fingerprint_pass(
             ids = whole.column("batch_id").cast(pa.string())
             for batch_id in pc.unique(ids).to_pylist():
                 table = whole.filter(pc.equal(ids, batch_id)) if len(templates) > 1 else whole
-                yield _fingerprints(table, templates.get(batch_id, none), config, hasher)
+                yield _fingerprints(table, templates.get(batch_id, none), config, hasher, stoplist)
 
     return run
 
 
-def _fingerprints(table: pa.Table, templates: np.ndarray, config: DedupConfig, hasher: MinHasher) -> pa.RecordBatch:
+def _fingerprints(table: pa.Table, templates: np.ndarray, config: DedupConfig, hasher: MinHasher, stoplist: str) -> pa.RecordBatch:
     n = table.num_rows
     given = table.column("lang") if "lang" in table.column_names else None
     parts, lengths, too_long, lang = _pass_two_by_chunk(table, list(_chunks(n)), templates, given)
@@ -239,7 +245,7 @@ def _fingerprints(table: pa.Table, templates: np.ndarray, config: DedupConfig, h
     sig_bytes = _packed_rows(sig, np.arange(n + 1) * sig.shape[1])
     set_bytes = _packed_rows(np.asarray(sets, np.uint32), set_offsets)
     # The registry's band keys need the shingle sets, which stay here: L3's own function, on the executor.
-    reg = registry_band_keys(sig, (sets, set_offsets), hasher, config.registry_bands, registry_stoplist(config))
+    reg = registry_band_keys(sig, (sets, set_offsets), hasher, config.registry_bands, configured_stoplist(stoplist))
     reg_bytes = _packed_rows(reg, np.arange(n + 1) * reg.shape[1])
     return pa.RecordBatch.from_pydict(
         {
@@ -495,10 +501,14 @@ def read_batches(spark: SparkSession, batches: list[BatchPaths]) -> DataFrame:
 
 
 def compute(
-    spark: SparkSession, batches: list[BatchPaths], config: DedupConfig, work: Path, partitions: int | None = None
+    spark: SparkSession, batches: list[BatchPaths], config: DedupConfig, work: Path, partitions: int | None = None,
+    stoplist: str | None = None,
 ) -> SparkFingerprints:
     """Run the distributed part of the cascade over ``batches``: prepare and the fingerprints,
-    written under ``work``."""
+    written under ``work``. ``stoplist``: the ``minhash_registry_stoplist`` value the registry keys
+    come from (``index_stoplist_setting``; None: the configured one, "auto" taken as the built-in)."""
+    if stoplist is None:
+        stoplist = DEFAULT_STOPLIST if config.minhash_registry_stoplist == AUTO_STOPLIST else config.minhash_registry_stoplist
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -532,7 +542,7 @@ def compute(
             templates[batch_id] = np.unique(_unsigned(lines))
     timings["pass1_and_templates"], mark = time.perf_counter() - mark, time.perf_counter()
     # Read once, by the write below (which is what runs it, so its time is pass 2's too).
-    fp = text.mapInArrow(_fingerprint_pass(config, templates), _FP_SCHEMA)
+    fp = text.mapInArrow(_fingerprint_pass(config, templates, stoplist), _FP_SCHEMA)
     # Per-document results go to the work directory, one folder per batch: the driver then holds
     # one batch at a time, however many hours the job covers.
     rows_dir = work / "rows"
@@ -618,7 +628,8 @@ class SparkMinHashLayer(MinHashLayer):
         counts = batch.column("_spark_shingles").to_numpy().astype(np.int64)
         return sig.reshape(batch.num_rows, hasher.num_perm), counts, None
 
-    def registry_keys(self, batch, sig, sets, hasher):
+    def registry_keys(self, batch, sig, sets, hasher, stoplist):
+        # The executors computed them with index_stoplist_setting's stoplist, the one ``stoplist`` is.
         values, _ = _uint32_rows(batch.column("_spark_registry_bands").combine_chunks())
         return values.copy().view(np.uint64).reshape(batch.num_rows, self.config.registry_bands)
 
@@ -758,10 +769,26 @@ def run_batches(
         shutil.rmtree(work, ignore_errors=True)
 
 
+def index_stoplist_setting(config: DedupConfig, registry: Registry) -> str:
+    """The ``minhash_registry_stoplist`` value the executors compute the registry's band keys with.
+
+    "auto" is settled here, on the driver, by the registry (``Registry.band_key_stoplist``): what it
+    records, or for a new registry the built-in stoplist, since the first batch's shingles stay on the
+    executors (the local engine learns one from them). A learned stoplist the registry holds goes to
+    the executors as a file under ``<root>/registry/stoplists``. A registry that dies with the process
+    is keyed on the plain signature ("")."""
+    if getattr(registry, "plain_band_keys", False):
+        return ""
+    if config.minhash_registry_stoplist != AUTO_STOPLIST:
+        return config.minhash_registry_stoplist
+    stoplist = registry.band_key_stoplist(lambda: load_stoplist(DEFAULT_STOPLIST))
+    return stoplist_setting(stoplist, Path(config.root) / "registry" / "stoplists")
+
+
 def _run(spark, batches, config, registry, work, on_layer, partitions) -> list[BatchSummary]:
     from pyspark.sql import functions as F
 
-    fps = compute(spark, batches, config, work, partitions)
+    fps = compute(spark, batches, config, work, partitions, index_stoplist_setting(config, registry))
     counts = {p.batch_id: len(input_files(p.input)) for p in batches}
     text = read_batches(spark, batches)
     summaries = []

@@ -107,6 +107,11 @@ def _load(name_or_path: str) -> Stoplist:
 
 
 SIGNATURE_KEY_SPACE = "signature"  # band keys of the plain signature (no stoplist; registries before the index signature)
+# minhash_registry_stoplist="auto": the registry's own stoplist. A new registry learns it from the English
+# pages of its first batch (``propose_stoplist``) and keeps it (``Registry.band_key_stoplist``); an
+# existing one goes on with whatever it was keyed on.
+AUTO_STOPLIST = "auto"
+LEARN_CUTOFF = 0.02  # document frequency above which a shingle is stopped (the built-in one's)
 
 
 def configured_stoplist(setting: str) -> Stoplist | None:
@@ -123,7 +128,7 @@ def configured_stoplist(setting: str) -> Stoplist | None:
 def check_stoplist_setting(setting: str) -> None:
     """A ConfigError naming the setting where ``minhash_registry_stoplist`` names no file, without
     loading it (a run whose registry keys on the plain signature does not need it)."""
-    if setting:
+    if setting and setting != AUTO_STOPLIST:
         try:
             stoplist_file(setting)
         except OSError as exc:
@@ -131,9 +136,66 @@ def check_stoplist_setting(setting: str) -> None:
 
 
 def band_key_space(setting: str) -> str:
-    """The registry key space of ``minhash_registry_stoplist`` ("": the plain signature's)."""
+    """The registry key space of ``minhash_registry_stoplist`` ("": the plain signature's; "auto":
+    whatever the registry records)."""
+    if setting == AUTO_STOPLIST:
+        return AUTO_STOPLIST
     stoplist = configured_stoplist(setting)
     return SIGNATURE_KEY_SPACE if stoplist is None else stoplist.key_space
+
+
+def propose_stoplist(
+    name: str, hashes32: np.ndarray, offsets: np.ndarray, english: np.ndarray, min_docs: int
+) -> Stoplist:
+    """What a new registry under ``minhash_registry_stoplist="auto"`` is keyed on: the stoplist of
+    these English documents' shingles when there are at least ``min_docs`` of them, else the built-in
+    one (a few hundred pages give document frequencies too coarse to trust)."""
+    if min_docs > 0 and int(np.asarray(english, bool).sum()) >= min_docs:
+        return learn_stoplist(name, hashes32, offsets, english, LEARN_CUTOFF)
+    return load_stoplist(DEFAULT_STOPLIST)
+
+
+def stoplist_from_record(key_space: str, hashes: np.ndarray | None) -> Stoplist | None:
+    """The stoplist a registry's recorded key space stands for (None: the plain signature): a built-in
+    by name, else the hashes recorded beside it; ValueError when they do not match the record."""
+    if key_space == SIGNATURE_KEY_SPACE:
+        return None
+    name = key_space.split(":", 1)[1].split("#", 1)[0]
+    try:
+        built_in = load_stoplist(name) if (STOPLIST_DIR / f"{name}.u32").is_file() else None
+    except (OSError, ValueError):
+        built_in = None
+    if built_in is not None and built_in.key_space == key_space:
+        return built_in
+    if hashes is None:
+        raise ValueError(f"the registry is keyed on {key_space!r}, whose hashes it does not hold")
+    stoplist = Stoplist.of(name, hashes)
+    if stoplist.key_space != key_space:
+        raise ValueError(f"the registry's recorded stoplist hashes do not match its key space {key_space!r}")
+    return stoplist
+
+
+def is_built_in(stoplist: Stoplist) -> bool:
+    path = STOPLIST_DIR / f"{stoplist.name}.u32"
+    return path.is_file() and load_stoplist(stoplist.name).key_space == stoplist.key_space
+
+
+def stoplist_setting(stoplist: Stoplist | None, directory: Path) -> str:
+    """A ``minhash_registry_stoplist`` value naming ``stoplist`` for code that reads the setting (the
+    Spark executors): "" for none, a built-in's name, else a file ``directory/<name>.u32`` written for
+    it (tmp, then rename; a file already there with other hashes is an error)."""
+    if stoplist is None:
+        return ""
+    if is_built_in(stoplist):
+        return stoplist.name
+    path = Path(directory) / f"{stoplist.name}.u32"
+    if path.is_file():
+        if load_stoplist(str(path)).key_space != stoplist.key_space:
+            raise ValueError(f"{path} holds another stoplist than the registry's {stoplist.key_space!r}")
+        return str(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stoplist.save(path)
+    return str(path)
 
 
 def learn_stoplist(name: str, hashes32: np.ndarray, offsets: np.ndarray, rows: np.ndarray, cutoff: float) -> Stoplist:

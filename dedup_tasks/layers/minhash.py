@@ -17,6 +17,7 @@ covered by the newer, and with the estimated Jaccard the reverse share, under a 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,9 +36,11 @@ from dedup_tasks.fingerprint.minhash import (
     estimated_jaccard,
 )
 from dedup_tasks.fingerprint.stoplist import (
+    AUTO_STOPLIST,
     Stoplist,
     check_stoplist_setting,
     configured_stoplist,
+    propose_stoplist,
     registry_band_keys,
 )
 from dedup_tasks.layers.base import (
@@ -316,10 +319,27 @@ class MinHashLayer(Layer):
         return earlier_covered(sig_earlier, rows, *sets, hasher)
 
     def registry_keys(
-        self, batch: pa.Table, sig: np.ndarray, sets: tuple[np.ndarray, np.ndarray], hasher: MinHasher
+        self, batch: pa.Table, sig: np.ndarray, sets: tuple[np.ndarray, np.ndarray], hasher: MinHasher,
+        stoplist: Stoplist | None,
     ) -> np.ndarray:
         """The rows' registry band keys (``fingerprint.stoplist.registry_band_keys``)."""
-        return registry_band_keys(sig, sets, hasher, self.config.registry_bands, registry_stoplist(self.config))
+        return registry_band_keys(sig, sets, hasher, self.config.registry_bands, stoplist)
+
+    def index_stoplist(
+        self, batch: pa.Table, ctx: LayerContext, counts: np.ndarray, sets: tuple[np.ndarray, np.ndarray]
+    ) -> Stoplist | None:
+        """The stoplist of the registry's index signature: the configured one, or with "auto" the
+        registry's own, which a new registry learns from this batch's English pages."""
+        cfg = self.config
+        if cfg.minhash_registry_stoplist != AUTO_STOPLIST:
+            return registry_stoplist(cfg)
+
+        def propose() -> Stoplist:
+            english = (strings_np(batch, "_lang") == "en") & (counts > 0)
+            name = "learned-" + re.sub(r"[^A-Za-z0-9_.-]", "_", ctx.batch_id)
+            return propose_stoplist(name, sets[0], sets[1], english, cfg.minhash_registry_stoplist_learn_min_docs)
+
+        return ctx.registry.band_key_stoplist(propose)
 
     def sets_of(self, rows: np.ndarray, sets: tuple[np.ndarray, np.ndarray], batch: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         """The shingle sets (hashes, offsets) of the batch's ``rows`` (sorted, unique), in that order."""
@@ -369,7 +389,7 @@ class MinHashLayer(Layer):
             check_stoplist_setting(cfg.minhash_registry_stoplist)
             registry_keys = np.ascontiguousarray(keys[:, : cfg.registry_bands])
         else:
-            registry_keys = self.registry_keys(batch, sig, sets, hasher)
+            registry_keys = self.registry_keys(batch, sig, sets, hasher, self.index_stoplist(batch, ctx, counts, sets))
         batch = set_column(batch, "_registry_bands", matrix_column(registry_keys))
         hits = ctx.registry.minhash_candidates(
             ctx.batch_id, registry_keys[queries], main_min_bands=cfg.minhash_registry_main_min_bands

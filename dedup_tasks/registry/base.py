@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from dedup_tasks.fingerprint.stoplist import Stoplist
 
 # Fingerprint columns, all aligned to `doc_id`.
 #   url_key        uint64   xxh64 of the canonical URL (0 where the URL could not be canonicalized)
@@ -126,6 +131,12 @@ class Registry(abc.ABC):
         ``main_min_bands`` of its band keys with the query (two make chance agreements of unrelated
         documents ~1,000x rarer: docs/registry.md, "Session 11"); one of the recent tier, one."""
 
+    @abc.abstractmethod
+    def band_key_stoplist(self, propose: Callable[[], Stoplist | None]) -> Stoplist | None:
+        """The stoplist this registry's MinHash band keys come from (None: the plain signature), for
+        ``minhash_registry_stoplist="auto"``. A registry that has recorded none records ``propose()``
+        (called only then, so a new registry learns it from its first batch) and keeps it for good."""
+
     # ---- writes -------------------------------------------------------------------------------
     @abc.abstractmethod
     def commit(self, batch_id: str, kept: Fingerprints) -> CommitResult:
@@ -169,8 +180,14 @@ class MemoryRegistry(Registry):
 
     def __init__(self, *, plain_band_keys: bool = False) -> None:
         self.plain_band_keys = plain_band_keys
+        self._stoplist: tuple[Stoplist | None] | None = None  # recorded: (stoplist,)
         self._batches: dict[str, Fingerprints] = {}
         self._main: set[str] = set()  # batches registered before the last compact()
+
+    def band_key_stoplist(self, propose: Callable[[], Stoplist | None]) -> Stoplist | None:
+        if self._stoplist is None:
+            self._stoplist = (propose(),)
+        return self._stoplist[0]
 
     def compact(self) -> None:
         """Move every registered batch to the main tier (as PostgresRegistry.compact does)."""

@@ -24,6 +24,7 @@ for lookups in flight, and lookups that start later wait for the compaction to c
 
 from __future__ import annotations
 
+import base64
 import io
 import logging
 import threading
@@ -38,7 +39,14 @@ import psycopg2
 import pyarrow as pa
 from psycopg2 import sql
 
-from dedup_tasks.fingerprint.stoplist import SIGNATURE_KEY_SPACE
+from dedup_tasks.fingerprint.stoplist import (
+    AUTO_STOPLIST,
+    DEFAULT_STOPLIST,
+    SIGNATURE_KEY_SPACE,
+    is_built_in,
+    load_stoplist,
+    stoplist_from_record,
+)
 from dedup_tasks.registry import _bandblocks, _bandjoin, _sigpack
 from dedup_tasks.registry import bloom as bloom_mod
 from dedup_tasks.registry._pgio import (
@@ -183,24 +191,64 @@ class PostgresRegistry(Registry):
         """Record the key space of the MinHash band keys on first use; refuse another one later.
 
         Keys of another index signature would share no band with what is registered: every lookup would
-        miss silently. A registry that holds documents but no record was keyed on the plain signature."""
+        miss silently. A registry that holds documents but no record was keyed on the plain signature.
+        ``wanted`` "auto" takes whatever is recorded (a registry still without a record gets the
+        built-in stoplist: a batch without MinHash rows has nothing to learn one from)."""
+        if wanted == AUTO_STOPLIST:
+            self.band_key_stoplist(lambda: load_stoplist(DEFAULT_STOPLIST))
+            return
         with self._transaction() as cur:
             cur.execute("LOCK TABLE registry_meta IN SHARE ROW EXCLUSIVE MODE")  # two first runs at once
-            cur.execute("SELECT value FROM registry_meta WHERE key = 'band_key_space'")
-            row = cur.fetchone()
-            if row is None:
-                cur.execute("SELECT EXISTS (SELECT 1 FROM documents)")
-                recorded = SIGNATURE_KEY_SPACE if cur.fetchone()[0] else wanted
-                cur.execute("INSERT INTO registry_meta (key, value) VALUES ('band_key_space', %s)", (recorded,))
-            else:
-                recorded = row[0]
+            recorded = self._recorded_key_space(cur)
+            if recorded is None:
+                cur.execute("INSERT INTO registry_meta (key, value) VALUES ('band_key_space', %s)", (wanted,))
+                recorded = wanted
         if recorded != wanted:
             setting = "''" if recorded == SIGNATURE_KEY_SPACE else recorded.split(":", 1)[1].split("#", 1)[0]
             raise RegistryKeySpaceError(
                 f"registry schema {self.schema!r} holds MinHash band keys of {recorded!r}, but the configuration"
                 f" asks for {wanted!r}: its lookups would find none of the registered documents. Set"
-                f" minhash_registry_stoplist={setting} for this registry (or start a new one)."
+                f" minhash_registry_stoplist={setting} for this registry, or auto to follow what it records"
+                " (or start a new one)."
             )
+
+    def band_key_stoplist(self, propose: Callable[[], Any]) -> Any:
+        with self._transaction() as cur:
+            cur.execute("LOCK TABLE registry_meta IN SHARE ROW EXCLUSIVE MODE")  # two first runs at once
+            recorded = self._recorded_key_space(cur)
+            if recorded is None:
+                stoplist = propose()
+                cur.execute(
+                    "INSERT INTO registry_meta (key, value) VALUES ('band_key_space', %s)",
+                    (SIGNATURE_KEY_SPACE if stoplist is None else stoplist.key_space,),
+                )
+                if stoplist is not None and not is_built_in(stoplist):
+                    # A learned stoplist lives here, beside its record: every task and engine that opens
+                    # the registry reads the same hashes (docs/registry.md, "Session 12").
+                    encoded = base64.b64encode(stoplist.hashes.astype("<u4").tobytes()).decode("ascii")
+                    cur.execute("INSERT INTO registry_meta (key, value) VALUES ('band_key_stoplist', %s)", (encoded,))
+                return stoplist
+            cur.execute("SELECT value FROM registry_meta WHERE key = 'band_key_stoplist'")
+            row = cur.fetchone()
+        hashes = None if row is None else np.frombuffer(base64.b64decode(row[0]), "<u4")
+        try:
+            return stoplist_from_record(recorded, hashes)
+        except ValueError as exc:
+            raise RegistryKeySpaceError(f"registry schema {self.schema!r}: {exc}") from exc
+
+    @staticmethod
+    def _recorded_key_space(cur: Any) -> str | None:
+        """The recorded key space (the caller holds registry_meta's lock); a registry holding documents
+        but no record was keyed on the plain signature, and gets that record now."""
+        cur.execute("SELECT value FROM registry_meta WHERE key = 'band_key_space'")
+        row = cur.fetchone()
+        if row is not None:
+            return row[0]
+        cur.execute("SELECT EXISTS (SELECT 1 FROM documents)")
+        if not cur.fetchone()[0]:
+            return None
+        cur.execute("INSERT INTO registry_meta (key, value) VALUES ('band_key_space', %s)", (SIGNATURE_KEY_SPACE,))
+        return SIGNATURE_KEY_SPACE
 
     # ---- connection ---------------------------------------------------------------------------
     def _connection(self, which: str = "main") -> Any:

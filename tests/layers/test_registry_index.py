@@ -10,7 +10,7 @@ import pytest
 
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint.minhash import MinHasher
-from dedup_tasks.fingerprint.stoplist import load_stoplist, registry_band_keys
+from dedup_tasks.fingerprint.stoplist import DEFAULT_STOPLIST, load_stoplist, registry_band_keys
 from dedup_tasks.io import BatchPaths
 from dedup_tasks.layers.minhash import minhash_rows, registry_band_keys_of, signature_column
 from dedup_tasks.pipeline import fingerprints_of, prepare, publish, run_batch
@@ -30,11 +30,11 @@ def test_layer_probes_and_registers_the_index_signatures_keys(en_articles, zh_ar
     batch = prepare(make_batch(_rows(en_articles, zh_articles)), config)
     hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
     sig, _, sets = minhash_rows(batch, hasher, config.zh_shingle_chars, config.en_shingle_words, None, True)
-    want = registry_band_keys(sig, sets, hasher, config.registry_bands, load_stoplist(config.minhash_registry_stoplist))
+    want = registry_band_keys(sig, sets, hasher, config.registry_bands, load_stoplist(DEFAULT_STOPLIST))
     plain = hasher.band_keys(sig)[:, : config.registry_bands]
     lang = np.asarray(batch.column("_lang").to_pylist(), object)
     hashes, offsets = sets
-    stopped = np.add.reduceat(load_stoplist(config.minhash_registry_stoplist).contains(hashes).astype(int), offsets[:-1]) > 0
+    stopped = np.add.reduceat(load_stoplist(DEFAULT_STOPLIST).contains(hashes).astype(int), offsets[:-1]) > 0
     # English pages hold common 5-grams: their keys differ from the plain signature's. A page without
     # any (a Chinese one, unless it quotes English) keeps the plain signature's keys.
     assert stopped[lang == "en"].all() and (want[lang == "en"] != plain[lang == "en"]).any(axis=1).all()
