@@ -181,6 +181,7 @@ class PostgresRegistry(Registry):
         # Checked on the first MinHash lookup or commit: maintenance (compaction, statistics) reads
         # no band keys' meaning.
         self._band_key_space = band_key_space
+        self._recorded_stoplist: tuple[Any] | None = None
 
     def _ensure_band_key_space(self) -> None:
         if self._band_key_space is not None:
@@ -213,6 +214,12 @@ class PostgresRegistry(Registry):
             )
 
     def band_key_stoplist(self, propose: Callable[[], Any]) -> Any:
+        # A record is never changed once written: read it once per registry object.
+        if self._recorded_stoplist is None:
+            self._recorded_stoplist = (self._band_key_stoplist(propose),)
+        return self._recorded_stoplist[0]
+
+    def _band_key_stoplist(self, propose: Callable[[], Any]) -> Any:
         with self._transaction() as cur:
             cur.execute("LOCK TABLE registry_meta IN SHARE ROW EXCLUSIVE MODE")  # two first runs at once
             recorded = self._recorded_key_space(cur)
