@@ -1,9 +1,12 @@
 """Learn the registry's stoplist (``fingerprint.stoplist``) from a sample of the crawl.
 
-A stoplist keys the registry: learn it once, before the registry's first batch, from English pages of
-the crawl it will serve (a few thousand are enough; the built-in one comes from the shipped sample
-corpus, public-domain speeches, and misses news' own common 5-grams: docs/registry.md, "Session
-11"), then set ``minhash_registry_stoplist`` to the file for good.
+A stoplist keys the registry. By default (``minhash_registry_stoplist="auto"``) a new registry learns
+one by itself from its first batch's English pages, with the same learner; this command is for keying a
+new registry on a sample you choose (or one the Spark engine starts, which takes the built-in list):
+learn it from English pages of the crawl it will serve (a few thousand are enough; the built-in one
+comes from the shipped sample corpus, public-domain speeches, and misses news' own common 5-grams:
+docs/registry.md, "Session 11"), then set ``minhash_registry_stoplist`` to the file before the
+registry's first batch, for good.
 
     python -m dedup_tasks stoplist learn --input ROOT/crawl/dt=2026-12-01 --out en-crawl-v1.u32
 """
