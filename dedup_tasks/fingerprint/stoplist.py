@@ -168,7 +168,10 @@ def stoplist_from_record(key_space: str, hashes: np.ndarray | None) -> Stoplist 
     if built_in is not None and built_in.key_space == key_space:
         return built_in
     if hashes is None:
-        raise ValueError(f"the registry is keyed on {key_space!r}, whose hashes it does not hold")
+        raise ValueError(
+            f"the registry is keyed on {key_space!r}, whose hashes it does not hold: set"
+            f" minhash_registry_stoplist to the file it was keyed with ({name}.u32)"
+        )
     stoplist = Stoplist.of(name, hashes)
     if stoplist.key_space != key_space:
         raise ValueError(f"the registry's recorded stoplist hashes do not match its key space {key_space!r}")

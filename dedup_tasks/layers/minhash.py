@@ -332,7 +332,11 @@ class MinHashLayer(Layer):
         registry's own, which a new registry learns from this batch's English pages."""
         cfg = self.config
         if cfg.minhash_registry_stoplist != AUTO_STOPLIST:
-            return registry_stoplist(cfg)
+            configured = registry_stoplist(cfg)
+            # A new registry records it with its hashes, so that "auto" can follow it later; one keyed
+            # otherwise refuses these keys at the lookup (the registry's key-space check).
+            ctx.registry.band_key_stoplist(lambda: configured)
+            return configured
 
         def propose() -> Stoplist:
             english = (strings_np(batch, "_lang") == "en") & (counts > 0)

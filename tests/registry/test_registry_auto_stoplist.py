@@ -101,3 +101,18 @@ def test_the_spark_executors_get_the_registrys_learned_stoplist_as_a_file(make_r
     assert load_stoplist(setting).key_space == learn_from_table(first, "learned-" + B0, config).key_space
     assert index_stoplist_setting(config, MemoryRegistry(plain_band_keys=True)) == ""
     assert index_stoplist_setting(config.replace(minhash_registry_stoplist=""), MemoryRegistry()) == ""
+
+
+def test_auto_follows_a_registry_keyed_on_a_named_file(make_registry, tmp_path) -> None:
+    first = sample_english().slice(0, 200)
+    config = _config(tmp_path)
+    path = tmp_path / "en-mine-v1.u32"
+    learn_from_table(sample_english().slice(200, 200), "en-mine-v1", config).save(path)
+    named = config.replace(minhash_registry_stoplist=str(path))
+    publish(BatchPaths(tmp_path, B0), run_batch(first, B0, named, make_registry(num_perm=128, band_key_space=band_key_space(str(path)))))
+    # Recorded with its hashes: a run under "auto" follows it without the file.
+    followed = make_registry(num_perm=128, band_key_space=AUTO_STOPLIST).band_key_stoplist(never)
+    assert followed.key_space == load_stoplist(str(path)).key_space
+    path.unlink()
+    result = run_batch(_copy_of(first, 3), B1, config, make_registry(num_perm=128, band_key_space=AUTO_STOPLIST))
+    assert result.decisions.to_pylist()[0]["matched_doc_id"] == first.column("doc_id")[3].as_py()
