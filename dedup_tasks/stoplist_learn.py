@@ -2,7 +2,7 @@
 
 A stoplist keys the registry. By default (``minhash_registry_stoplist="auto"``) a new registry learns
 one by itself from its first batch's English pages, with the same learner; this command is for keying a
-new registry on a sample you choose (or one the Spark engine starts, which takes the built-in list):
+new registry on a sample you choose (or one whose first batch is too small to learn from):
 learn it from English pages of the crawl it will serve (a few thousand are enough; the built-in one
 comes from the shipped sample corpus, public-domain speeches, and misses news' own common 5-grams:
 docs/registry.md, "Session 11"), then set ``minhash_registry_stoplist`` to the file before the
@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from dedup_tasks.config import ConfigError, DedupConfig
 from dedup_tasks.fingerprint.minhash import MinHasher
-from dedup_tasks.fingerprint.stoplist import LEARN_CUTOFF, Stoplist, learn_stoplist
+from dedup_tasks.fingerprint.stoplist import LEARN_CUTOFF, Stoplist, learn_stoplist, propose_stoplist
 from dedup_tasks.io import InputError, read_input
 from dedup_tasks.layers.minhash import minhash_rows
 from dedup_tasks.pipeline import layer_view, prepare_with_text
@@ -29,20 +29,32 @@ from dedup_tasks.pipeline import layer_view, prepare_with_text
 DEFAULT_CUTOFF = LEARN_CUTOFF
 
 
-def learn_from_table(table: pa.Table, name: str, config: DedupConfig | None = None, cutoff: float = DEFAULT_CUTOFF) -> Stoplist:
-    """The product's English shingles (L3's, after the batch's own normalization and template removal)
-    found in more than ``cutoff`` of the table's English documents."""
-    config = config or DedupConfig()
+def english_shingles(table: pa.Table, name: str, config: DedupConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(shingle hashes, offsets, English rows with shingles) of the table's documents: L3's shingles,
+    after the batch's own normalization and template removal."""
     prepared, near = prepare_with_text(table, config, source=name)
     view = layer_view(prepared)
     hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
     _, counts, (hashes, offsets) = minhash_rows(
         view, hasher, config.zh_shingle_chars, config.en_shingle_words, near, config.en_shingles == "chars"
     )
-    english = (np.asarray(view.column("_lang").to_pylist(), object) == "en") & (counts > 0)
+    return hashes, offsets, (np.asarray(view.column("_lang").to_pylist(), object) == "en") & (counts > 0)
+
+
+def learn_from_table(table: pa.Table, name: str, config: DedupConfig | None = None, cutoff: float = DEFAULT_CUTOFF) -> Stoplist:
+    """The product's English shingles found in more than ``cutoff`` of the table's English documents."""
+    hashes, offsets, english = english_shingles(table, name, config or DedupConfig())
     if not english.any():
         raise InputError(f"{name}: no English document to learn a stoplist from")
     return learn_stoplist(name, hashes, offsets, english, cutoff)
+
+
+def propose_from_table(table: pa.Table, name: str, config: DedupConfig) -> Stoplist:
+    """What a new registry under ``minhash_registry_stoplist="auto"`` is keyed on when it learns from
+    this table (``fingerprint.stoplist.propose_stoplist``: the built-in list below
+    ``minhash_registry_stoplist_learn_min_docs`` English pages)."""
+    hashes, offsets, english = english_shingles(table, name, config)
+    return propose_stoplist(name, hashes, offsets, english, config.minhash_registry_stoplist_learn_min_docs)
 
 
 def build_parser() -> argparse.ArgumentParser:

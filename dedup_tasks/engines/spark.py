@@ -57,6 +57,7 @@ from dedup_tasks.fingerprint.stoplist import (
     AUTO_STOPLIST,
     DEFAULT_STOPLIST,
     configured_stoplist,
+    learned_name,
     load_stoplist,
     registry_band_keys,
     stoplist_setting,
@@ -769,26 +770,42 @@ def run_batches(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def index_stoplist_setting(config: DedupConfig, registry: Registry) -> str:
+# Pages of the first batch the driver learns a new registry's stoplist from (its head: the executors hold
+# the batch's shingles, the driver reads the partition itself).
+LEARN_SAMPLE_DOCS = 50_000
+
+
+def index_stoplist_setting(config: DedupConfig, registry: Registry, first: BatchPaths | None = None) -> str:
     """The ``minhash_registry_stoplist`` value the executors compute the registry's band keys with.
 
     "auto" is settled here, on the driver, by the registry (``Registry.band_key_stoplist``): what it
-    records, or for a new registry the built-in stoplist, since the first batch's shingles stay on the
-    executors (the local engine learns one from them). A learned stoplist the registry holds goes to
-    the executors as a file under ``<root>/registry/stoplists``. A registry that dies with the process
-    is keyed on the plain signature ("")."""
+    records, or for a new registry the stoplist learned from the first ``LEARN_SAMPLE_DOCS`` pages of
+    the job's first batch ``first`` as ``python -m dedup_tasks stoplist learn`` would (the built-in one
+    below ``minhash_registry_stoplist_learn_min_docs`` English pages, or without ``first``). A learned
+    stoplist goes to the executors as a file under ``<root>/registry/stoplists``. A registry that dies
+    with the process is keyed on the plain signature ("")."""
+    from dedup_tasks.io import read_input
+    from dedup_tasks.stoplist_learn import propose_from_table
+
     if getattr(registry, "plain_band_keys", False):
         return ""
     if config.minhash_registry_stoplist != AUTO_STOPLIST:
         return config.minhash_registry_stoplist
-    stoplist = registry.band_key_stoplist(lambda: load_stoplist(DEFAULT_STOPLIST))
+
+    def propose():
+        if first is None:
+            return load_stoplist(DEFAULT_STOPLIST)
+        table = read_input(first.input)[0]
+        return propose_from_table(table.slice(0, LEARN_SAMPLE_DOCS), learned_name(first.batch_id), config)
+
+    stoplist = registry.band_key_stoplist(propose)
     return stoplist_setting(stoplist, Path(config.root) / "registry" / "stoplists")
 
 
 def _run(spark, batches, config, registry, work, on_layer, partitions) -> list[BatchSummary]:
     from pyspark.sql import functions as F
 
-    fps = compute(spark, batches, config, work, partitions, index_stoplist_setting(config, registry))
+    fps = compute(spark, batches, config, work, partitions, index_stoplist_setting(config, registry, batches[0] if batches else None))
     counts = {p.batch_id: len(input_files(p.input)) for p in batches}
     text = read_batches(spark, batches)
     summaries = []

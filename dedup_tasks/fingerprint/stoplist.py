@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,6 +143,11 @@ def band_key_space(setting: str) -> str:
         return AUTO_STOPLIST
     stoplist = configured_stoplist(setting)
     return SIGNATURE_KEY_SPACE if stoplist is None else stoplist.key_space
+
+
+def learned_name(batch_id: str) -> str:
+    """The name of a stoplist a registry learned from batch ``batch_id`` (file-name safe)."""
+    return "learned-" + re.sub(r"[^A-Za-z0-9_.-]", "_", batch_id)
 
 
 def propose_stoplist(

@@ -17,7 +17,6 @@ covered by the newer, and with the estimated Jaccard the reverse share, under a 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ from dedup_tasks.fingerprint.stoplist import (
     Stoplist,
     check_stoplist_setting,
     configured_stoplist,
+    learned_name,
     propose_stoplist,
     registry_band_keys,
 )
@@ -340,8 +340,9 @@ class MinHashLayer(Layer):
 
         def propose() -> Stoplist:
             english = (strings_np(batch, "_lang") == "en") & (counts > 0)
-            name = "learned-" + re.sub(r"[^A-Za-z0-9_.-]", "_", ctx.batch_id)
-            return propose_stoplist(name, sets[0], sets[1], english, cfg.minhash_registry_stoplist_learn_min_docs)
+            return propose_stoplist(
+                learned_name(ctx.batch_id), sets[0], sets[1], english, cfg.minhash_registry_stoplist_learn_min_docs
+            )
 
         return ctx.registry.band_key_stoplist(propose)
 

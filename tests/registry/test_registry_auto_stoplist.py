@@ -90,6 +90,19 @@ def test_the_memory_registry_learns_and_keeps_its_stoplist_too(tmp_path) -> None
     assert got["action"] == "drop" and got["matched_doc_id"] == first.column("doc_id")[11].as_py()
 
 
+def test_the_spark_driver_learns_a_new_registrys_stoplist_from_the_first_batch(make_registry, tmp_path) -> None:
+    from dedup_tasks.engines.spark import index_stoplist_setting
+    from tests.conftest import write_partition
+
+    first = sample_english().slice(0, 200)
+    write_partition(tmp_path, B0, first)
+    config = _config(tmp_path)
+    setting = index_stoplist_setting(config, make_registry(num_perm=128, band_key_space=AUTO_STOPLIST), BatchPaths(tmp_path, B0))
+    assert load_stoplist(setting).key_space == learn_from_table(first, "learned-" + B0, config).key_space
+    # Recorded: the local engine's next batch follows it.
+    assert make_registry(num_perm=128, band_key_space=AUTO_STOPLIST).band_key_stoplist(never).key_space == load_stoplist(setting).key_space
+
+
 def test_the_spark_executors_get_the_registrys_learned_stoplist_as_a_file(make_registry, tmp_path) -> None:
     from dedup_tasks.engines.spark import index_stoplist_setting
 
