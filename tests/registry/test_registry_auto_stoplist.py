@@ -129,3 +129,26 @@ def test_auto_follows_a_registry_keyed_on_a_named_file(make_registry, tmp_path) 
     path.unlink()
     result = run_batch(_copy_of(first, 3), B1, config, make_registry(num_perm=128, band_key_space=AUTO_STOPLIST))
     assert result.decisions.to_pylist()[0]["matched_doc_id"] == first.column("doc_id")[3].as_py()
+
+
+def test_two_first_batches_at_once_agree_on_one_stoplist(make_registry) -> None:
+    import threading
+    import time
+
+    from dedup_tasks.fingerprint.stoplist import Stoplist
+
+    first, second = make_registry(band_key_space=AUTO_STOPLIST), make_registry(band_key_space=AUTO_STOPLIST)
+    learning = threading.Event()
+    got: dict[str, object] = {}
+
+    def slow_learner() -> Stoplist:
+        learning.set()
+        time.sleep(0.5)  # learning inside the record's lock: the other batch must wait, then follow
+        return Stoplist.of("learned-a", np.arange(100, dtype=np.uint32))
+
+    thread = threading.Thread(target=lambda: got.setdefault("a", first.band_key_stoplist(slow_learner)))
+    thread.start()
+    assert learning.wait(10)
+    got["b"] = second.band_key_stoplist(lambda: Stoplist.of("learned-b", np.arange(200, dtype=np.uint32)))
+    thread.join(10)
+    assert got["a"].key_space == got["b"].key_space == Stoplist.of("learned-a", np.arange(100, dtype=np.uint32)).key_space
