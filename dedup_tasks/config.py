@@ -194,8 +194,8 @@ class DedupConfig:
     # the plain signature; near copies of main-tier documents at J 0.5-0.7 are found at 0.953-0.964
     # instead of 0.971-0.984 in the recent tier (J >= 0.7: 0.996-1.000; bench quality --compact-between).
     # "auto" (default): the registry's own stoplist. A new registry learns it from the English pages of
-    # its first batch when there are at least minhash_registry_stoplist_learn_min_docs of them (else it
-    # takes the built-in one) and records it; a registry keyed otherwise (built-in, a file, the plain
+    # its first batch when there are at least minhash_registry_stoplist_learn_min_docs of them (else, and
+    # with 0, it takes the built-in one) and records it; a registry keyed otherwise (built-in, a file, the plain
     # signature) goes on with that. A learned stoplist leaves 15-30x fewer chance candidates on news than
     # the built-in one (docs/registry.md, "Session 12").
     minhash_registry_stoplist: str = "auto"
