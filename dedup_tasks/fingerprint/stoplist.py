@@ -113,6 +113,7 @@ SIGNATURE_KEY_SPACE = "signature"  # band keys of the plain signature (no stopli
 # existing one goes on with whatever it was keyed on.
 AUTO_STOPLIST = "auto"
 LEARN_CUTOFF = 0.02  # document frequency above which a shingle is stopped (the built-in one's)
+LEARN_MAX_DOCS = 20_000  # English pages a registry learns from at most (~0.5 CPU-s per 10,000)
 
 
 def configured_stoplist(setting: str) -> Stoplist | None:
@@ -154,11 +155,18 @@ def propose_stoplist(
     name: str, hashes32: np.ndarray, offsets: np.ndarray, english: np.ndarray, min_docs: int
 ) -> Stoplist:
     """What a new registry under ``minhash_registry_stoplist="auto"`` is keyed on: the stoplist of
-    these English documents' shingles when there are at least ``min_docs`` of them, else the built-in
-    one (a few hundred pages give document frequencies too coarse to trust)."""
-    if min_docs > 0 and int(np.asarray(english, bool).sum()) >= min_docs:
-        return learn_stoplist(name, hashes32, offsets, english, LEARN_CUTOFF)
-    return load_stoplist(DEFAULT_STOPLIST)
+    these English documents' shingles (at most ``LEARN_MAX_DOCS`` of them, evenly spread) when there
+    are at least ``min_docs``, else the built-in one (a few hundred pages give document frequencies
+    too coarse to trust)."""
+    english = np.asarray(english, bool)
+    if min_docs <= 0 or int(english.sum()) < min_docs:
+        return load_stoplist(DEFAULT_STOPLIST)
+    rows = np.flatnonzero(english)
+    if len(rows) > LEARN_MAX_DOCS:
+        # Evenly spread over the batch: a first hour of a million pages learns from 20,000 of them.
+        english = np.zeros_like(english)
+        english[rows[np.linspace(0, len(rows) - 1, LEARN_MAX_DOCS).astype(np.int64)]] = True
+    return learn_stoplist(name, hashes32, offsets, english, LEARN_CUTOFF)
 
 
 def stoplist_from_record(key_space: str, hashes: np.ndarray | None) -> Stoplist | None:
@@ -211,11 +219,39 @@ def learn_stoplist(name: str, hashes32: np.ndarray, offsets: np.ndarray, rows: n
     """The shingles found in more than ``cutoff`` of the documents ``rows`` (bool per document) of these
     sets (``hashes32`` grouped by ``offsets``; repeats within a document count once)."""
     offsets = np.asarray(offsets, np.int64)
-    doc = np.repeat(np.arange(len(offsets) - 1, dtype=np.uint64), np.diff(offsets))
-    pick = np.asarray(rows, bool)[doc.astype(np.int64)]
-    pairs = np.unique((doc[pick] << np.uint64(32)) | np.asarray(hashes32, np.uint64)[pick])
-    values, df = np.unique((pairs & np.uint64(0xFFFFFFFF)).astype(np.uint32), return_counts=True)
-    return Stoplist.of(name, values[df > cutoff * int(np.asarray(rows, bool).sum())])
+    picked = np.flatnonzero(np.asarray(rows, bool))
+    sizes = offsets[picked + 1] - offsets[picked]
+    out_offsets = np.zeros(len(picked) + 1, np.int64)
+    np.cumsum(sizes, out=out_offsets[1:])
+    # Each picked document's distinct hashes (a numba pass, sorting one document at a time), then one
+    # radix sort of the 32-bit values: runs are document frequencies. A sort of (document, hash) pairs
+    # as 64-bit values took 9 CPU-s on 10,000 English pages; this takes a tenth of that.
+    distinct = np.empty(int(out_offsets[-1]), np.uint32)
+    kept = _distinct_per_document(np.ascontiguousarray(hashes32, np.uint32), offsets, picked, out_offsets, distinct)
+    first = np.repeat(out_offsets[:-1] - (np.cumsum(kept) - kept), kept)
+    values = np.sort(distinct[first + np.arange(int(kept.sum()))], kind="stable")
+    if not len(values):
+        return Stoplist.of(name, values)
+    starts = np.flatnonzero(np.concatenate([[True], values[1:] != values[:-1]]))
+    df = np.diff(np.append(starts, len(values)))
+    return Stoplist.of(name, values[starts][df > cutoff * len(picked)])
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _distinct_per_document(hashes32, offsets, picked, out_offsets, out):
+    """Per picked document: its distinct hashes, sorted, at out[out_offsets[i]:]; returns their counts."""
+    kept = np.zeros(len(picked), np.int64)
+    for i in prange(len(picked)):
+        d = picked[i]
+        part = np.sort(hashes32[offsets[d] : offsets[d + 1]])
+        at = out_offsets[i]
+        k = 0
+        for j in range(len(part)):
+            if j == 0 or part[j] != part[j - 1]:
+                out[at + k] = part[j]
+                k += 1
+        kept[i] = k
+    return kept
 
 
 def index_signatures(

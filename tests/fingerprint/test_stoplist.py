@@ -103,3 +103,42 @@ def test_loading_names_what_is_wrong(tmp_path):
     loaded = load_stoplist(str(good))
     assert loaded.name == "mine" and loaded.hashes.tolist() == [3, 5, 9]
     assert STOPLIST_DIR.joinpath(f"{DEFAULT_STOPLIST}.u32").is_file()
+
+
+def test_document_frequency_counts_a_document_once_and_only_the_chosen_documents() -> None:
+    from dedup_tasks.fingerprint.stoplist import learn_stoplist
+
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(0, 60, 40)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    hashes = rng.integers(0, 30, int(offsets[-1])).astype(np.uint32)  # many repeats within a document
+    rows = rng.random(40) < 0.7
+    df: dict[int, int] = {}
+    for d in np.flatnonzero(rows):
+        for h in set(hashes[offsets[d] : offsets[d + 1]].tolist()):
+            df[h] = df.get(h, 0) + 1
+    for cutoff in (0.1, 0.3, 0.5):
+        want = sorted(h for h, c in df.items() if c > cutoff * rows.sum())
+        assert learn_stoplist("t", hashes, offsets, rows, cutoff).hashes.tolist() == want
+
+
+def test_a_large_first_batch_learns_from_an_even_spread_of_its_english_pages(monkeypatch) -> None:
+    import dedup_tasks.fingerprint.stoplist as stoplist_mod
+
+    rng = np.random.default_rng(4)
+    offsets = np.arange(0, 501) * 20
+    hashes = rng.integers(0, 50, int(offsets[-1])).astype(np.uint32)
+    english = np.ones(500, bool)
+    english[::7] = False
+    monkeypatch.setattr(stoplist_mod, "LEARN_MAX_DOCS", 100)
+    rows = np.flatnonzero(english)
+    spread = np.zeros(500, bool)
+    spread[rows[np.linspace(0, len(rows) - 1, 100).astype(np.int64)]] = True
+    assert spread.sum() == 100
+    hashes[offsets[:-1][english & ~spread]] = 999  # common on the pages left out, absent from the spread
+    got = stoplist_mod.propose_stoplist("p", hashes, offsets, english, min_docs=50)
+    assert 999 not in got.hashes
+    assert got.key_space == stoplist_mod.learn_stoplist("p", hashes, offsets, spread, stoplist_mod.LEARN_CUTOFF).key_space
+    assert got.key_space != stoplist_mod.learn_stoplist("p", hashes, offsets, english, stoplist_mod.LEARN_CUTOFF).key_space
+    # Fewer English pages than min_docs: the built-in list.
+    assert stoplist_mod.propose_stoplist("p", hashes, offsets, english, min_docs=1000).name == stoplist_mod.DEFAULT_STOPLIST
