@@ -26,8 +26,6 @@ from dedup_tasks.io import InputError, read_input
 from dedup_tasks.layers.minhash import minhash_rows
 from dedup_tasks.pipeline import layer_view, prepare_with_text
 
-DEFAULT_CUTOFF = LEARN_CUTOFF
-
 
 def english_shingles(table: pa.Table, name: str, config: DedupConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(shingle hashes, offsets, English rows with shingles) of the table's documents: L3's shingles,
@@ -41,7 +39,7 @@ def english_shingles(table: pa.Table, name: str, config: DedupConfig) -> tuple[n
     return hashes, offsets, (np.asarray(view.column("_lang").to_pylist(), object) == "en") & (counts > 0)
 
 
-def learn_from_table(table: pa.Table, name: str, config: DedupConfig | None = None, cutoff: float = DEFAULT_CUTOFF) -> Stoplist:
+def learn_from_table(table: pa.Table, name: str, config: DedupConfig | None = None, cutoff: float = LEARN_CUTOFF) -> Stoplist:
     """The product's English shingles found in more than ``cutoff`` of the table's English documents."""
     hashes, offsets, english = english_shingles(table, name, config or DedupConfig())
     if not english.any():
@@ -63,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     learn = verbs.add_parser("learn", help="write the stoplist of common English shingles of Parquet input")
     learn.add_argument("--input", type=Path, action="append", required=True, help="a Parquet file or directory (repeatable)")
     learn.add_argument("--out", type=Path, required=True, help="the .u32 file to write (its stem is the stoplist's name)")
-    learn.add_argument("--cutoff", type=float, default=DEFAULT_CUTOFF, help="document frequency above which a shingle is stopped")
+    learn.add_argument("--cutoff", type=float, default=LEARN_CUTOFF, help="document frequency above which a shingle is stopped")
     return parser
 
 

@@ -787,7 +787,7 @@ def index_stoplist_setting(config: DedupConfig, registry: Registry, first: Batch
     from dedup_tasks.io import read_input
     from dedup_tasks.stoplist_learn import propose_from_table
 
-    if getattr(registry, "plain_band_keys", False):
+    if registry.plain_band_keys:
         return ""
     if config.minhash_registry_stoplist != AUTO_STOPLIST:
         return config.minhash_registry_stoplist
@@ -795,8 +795,15 @@ def index_stoplist_setting(config: DedupConfig, registry: Registry, first: Batch
     def propose():
         if first is None:
             return load_stoplist(DEFAULT_STOPLIST)
-        table = read_input(first.input)[0]
-        return propose_from_table(table.slice(0, LEARN_SAMPLE_DOCS), learned_name(first.batch_id), config)
+        # File by file until the sample is full: the driver never reads a whole first hour for it.
+        parts, rows = [], 0
+        for file in input_files(first.input):
+            if rows >= LEARN_SAMPLE_DOCS:
+                break
+            parts.append(read_input(file)[0])
+            rows += parts[-1].num_rows
+        table = pa.concat_tables(parts, promote_options="default").slice(0, LEARN_SAMPLE_DOCS)
+        return propose_from_table(table, learned_name(first.batch_id), config)
 
     stoplist = registry.band_key_stoplist(propose)
     return stoplist_setting(stoplist, Path(config.root) / "registry" / "stoplists")

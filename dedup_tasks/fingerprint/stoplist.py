@@ -175,10 +175,7 @@ def stoplist_from_record(key_space: str, hashes: np.ndarray | None) -> Stoplist 
     if key_space == SIGNATURE_KEY_SPACE:
         return None
     name = key_space.split(":", 1)[1].split("#", 1)[0]
-    try:
-        built_in = load_stoplist(name) if (STOPLIST_DIR / f"{name}.u32").is_file() else None
-    except (OSError, ValueError):
-        built_in = None
+    built_in = _built_in(name)
     if built_in is not None and built_in.key_space == key_space:
         return built_in
     if hashes is None:
@@ -192,9 +189,14 @@ def stoplist_from_record(key_space: str, hashes: np.ndarray | None) -> Stoplist 
     return stoplist
 
 
+def _built_in(name: str) -> Stoplist | None:
+    """The built-in stoplist of this name (None: there is none)."""
+    return load_stoplist(name) if (STOPLIST_DIR / f"{name}.u32").is_file() else None
+
+
 def is_built_in(stoplist: Stoplist) -> bool:
-    path = STOPLIST_DIR / f"{stoplist.name}.u32"
-    return path.is_file() and load_stoplist(stoplist.name).key_space == stoplist.key_space
+    built_in = _built_in(stoplist.name)
+    return built_in is not None and built_in.key_space == stoplist.key_space
 
 
 def stoplist_setting(stoplist: Stoplist | None, directory: Path) -> str:

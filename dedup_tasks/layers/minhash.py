@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.candidates import Verifier, stream_minhash, verify_pairs
 from dedup_tasks.fingerprint.minhash import (
@@ -164,11 +163,6 @@ def signatures_of(batch: pa.Table) -> np.ndarray:
 def registry_band_keys_of(batch: pa.Table) -> np.ndarray | None:
     """The ``_registry_bands`` column the layer wrote, as (n, bands) uint64 (None where it is absent)."""
     return matrix_of(batch, "_registry_bands") if "_registry_bands" in batch.column_names else None
-
-
-def registry_stoplist(config: DedupConfig) -> Stoplist | None:
-    """The stoplist of the registry's index signature (None: keys of the plain signature)."""
-    return configured_stoplist(config.minhash_registry_stoplist)
 
 
 def bbit_text_floor(bits: np.ndarray | int, num_perm: int) -> np.ndarray:
@@ -332,7 +326,7 @@ class MinHashLayer(Layer):
         registry's own, which a new registry learns from this batch's English pages."""
         cfg = self.config
         if cfg.minhash_registry_stoplist != AUTO_STOPLIST:
-            configured = registry_stoplist(cfg)
+            configured = configured_stoplist(cfg.minhash_registry_stoplist)
             # A new registry records it with its hashes, so that "auto" can follow it later; one keyed
             # otherwise refuses these keys at the lookup (the registry's key-space check).
             ctx.registry.band_key_stoplist(lambda: configured)

@@ -384,14 +384,15 @@ class SemanticLayer(Layer):
         model_id = model_id_for(self.config.embedder)
         self._stats["model_id"] = model_id
 
-        # Earlier batches' candidates, one entry per document.
+        # Earlier batches' candidates, one entry per document, in (doc_id, batch_id) order ("\x01" sorts
+        # before any character of an id, so the joined keys sort as the pairs do).
         ext = np.flatnonzero(~in_batch)
-        ext_keys = sorted({(str(d), str(b)) for d, b in zip(cand_doc[ext], cand_batch[ext], strict=True)})
-        ext_doc = np.array([k[0] for k in ext_keys], object)
-        ext_bat = np.array([k[1] for k in ext_keys], object)
-        ext_pos = {k: i for i, k in enumerate(ext_keys)}
-        ext_of_pair = np.array([ext_pos.get((str(d), str(b)), -1) if not ib else -1
-                                for d, b, ib in zip(cand_doc, cand_batch, in_batch, strict=True)], np.int64)
+        keys = np.char.add(np.char.add(cand_doc[ext].astype(str), "\x01"), cand_batch[ext].astype(str))
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        ext_doc = cand_doc[ext][first].astype(str).astype(object)
+        ext_bat = cand_batch[ext][first].astype(str).astype(object)
+        ext_of_pair = np.full(len(sus_row), -1, np.int64)
+        ext_of_pair[ext] = inverse.reshape(-1)
 
         facts = self._fact_sets(batch, ctx, np.unique(np.concatenate([sus_row, cand_row[in_batch]])), ext_doc, ext_bat)
         live = ~self._pair_objections(batch, facts, sus_row, cand_row, in_batch, ext_of_pair)
