@@ -690,8 +690,9 @@ class PostgresRegistry(Registry):
 
         One probe row per key and run. The server returns a block only where its entries contain
         the key's stored bits (2 or 4 bytes, the run's rem_bytes; position() over the block's bytes, at
-        any offset), so only blocks with a hit cross the wire; the client then compares the entries at
-        their true offsets. In a 2-byte run a key equal on bits + 16 only is a (verified) extra candidate.
+        any offset), and of such a block only the matching entry when that is the one match
+        (`_HIT_ENTRIES_SQL`); the client then compares the entries at their true offsets. In a 2-byte
+        run a key equal on bits + 16 only is a (verified) extra candidate.
         """
         if runs is None:
             cur.execute("SELECT run, bits, rem_bytes FROM minhash_band_runs ORDER BY run")
@@ -733,13 +734,7 @@ class PostgresRegistry(Registry):
         )  # fmt: skip
         cur.execute(f"ANALYZE {probe}")
         out = io.BytesIO()
-        cur.copy_expert(
-            f"COPY (SELECT p.u, p.k, b.run, b.bucket, b.seq_base, octet_length(p.rem)::int8, b.entries"
-            f" FROM {probe} p JOIN minhash_bands_main b"
-            " ON b.bucket = p.bucket AND b.run = p.run AND b.shard = p.shard WHERE position(p.rem IN b.entries) > 0)"
-            " TO STDOUT (FORMAT binary)",
-            out,
-        )
+        cur.copy_expert(f"COPY ({_HIT_ENTRIES_SQL.format(probe=probe)}) TO STDOUT (FORMAT binary)", out)
         e = _bandblocks.decode_copy(out.getbuffer(), with_width=True)
         if len(e["seq"]) == 0:
             return np.empty(0, np.int64), np.empty(0, np.int64)
@@ -1332,6 +1327,23 @@ class PostgresRegistry(Registry):
 
 
 # ---- helpers --------------------------------------------------------------------------------------
+# The main tier's blocks that hold a probe's stored key bits, as (u, k, run, bucket, seq_base, rem_bytes,
+# entries). A chance agreement of one band (most hits of a large registry) sends one entry instead of its
+# block (~128 entries): position() matches at any byte offset, so the single entry is sent only where the
+# first match sits on an entry boundary and no match starts after that entry, i.e. where it is the
+# block's only entry with these key bits; any other hit sends the whole block, which the client decodes
+# as before. The inner OFFSET 0 keeps the planner from re-evaluating position() per output column.
+_HIT_ENTRIES_SQL = (
+    "SELECT u, k, run, bucket, seq_base, w::int8,"
+    " CASE WHEN (pos - 1) % (w + 4) = 0 AND position(rem IN substring(entries FROM pos + w + 4)) = 0"
+    " THEN substring(entries FROM pos FOR w + 4) ELSE entries END"
+    " FROM (SELECT p.u, p.k, p.rem, b.run, b.bucket, b.seq_base, b.entries, octet_length(p.rem) AS w,"
+    " position(p.rem IN b.entries) AS pos"
+    " FROM {probe} p JOIN minhash_bands_main b ON b.bucket = p.bucket AND b.run = p.run AND b.shard = p.shard"
+    " WHERE position(p.rem IN b.entries) > 0 OFFSET 0) h"
+)
+
+
 def write_recent_run(cur: Any, batch_id: str, keys: np.ndarray, seqs: np.ndarray) -> int:
     """Append band keys (uint64) of documents `seqs` to the recent tier as rows of batch_id's run
     (_bandblocks.recent_rows); returns the rows written."""
