@@ -203,8 +203,17 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+# Commands with parsers of their own, which take everything after the command word. argparse.REMAINDER
+# would not take a leading option: `db --db-url URL compact` failed as an unknown top-level argument.
+_OWN_PARSERS = {"db": "db_args", "stoplist": "stoplist_args"}
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in _OWN_PARSERS:
+        args = argparse.Namespace(command=argv[0], **{_OWN_PARSERS[argv[0]]: argv[1:]})
+    else:
+        args = build_parser().parse_args(argv)
     if args.command != "run":
         resume_gc()  # only a run's start-up goes without the collector (runtime.pause_gc)
     process_settings()

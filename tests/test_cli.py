@@ -100,3 +100,26 @@ def test_stoplist_learn_writes_the_built_in_from_the_sample_corpus_and_a_run_use
     assert bad.returncode == 2 and "ends in .u32" in bad.stderr
     missing = cli("run", "--root", str(tmp_path), "--batch", "2026-12-01T00", "--no-registry", "--set", "minhash_registry_stoplist=nope", check=False)
     assert missing.returncode == 2 and "minhash_registry_stoplist: stoplist 'nope'" in missing.stderr
+
+
+def test_db_takes_its_options_before_its_command(tmp_path, pg_dsn):
+    """`db --db-url URL --schema S compact`, as `db`'s usage line writes it (argparse.REMAINDER refused it)."""
+    import uuid
+
+    import psycopg2
+
+    schema = f"test_cli_db_{uuid.uuid4().hex[:10]}"
+    base = ["db", "--db-url", pg_dsn, "--schema", schema, "--root", str(tmp_path)]
+    try:
+        assert "now at version" in cli(*base, "migrate").stdout
+        info = json.loads(cli(*base, "status", "--json").stdout)
+        assert info["tables"]["documents"]["rows"] == 0
+        assert cli(*base, "compact").returncode == 0
+        usage = cli("db", check=False)
+        assert usage.returncode == 2 and "db [-h] [--db-url DB_URL]" in usage.stderr
+    finally:
+        conn = psycopg2.connect(pg_dsn)
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        conn.close()
