@@ -45,8 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--spark-master", help="with --engine spark: master URL (default SPARK_MASTER, else local[*])")
     run.add_argument("--partitions", type=int, help="with --engine spark: input partitions (default 2 per core)")
 
-    db = sub.add_parser("db", help="registry maintenance: migrate, status, rebuild-bloom")
-    db.add_argument("db_args", nargs=argparse.REMAINDER)
+    # db and stoplist parse their own arguments (main hands them everything after the command word):
+    # listed here for the command list only.
+    sub.add_parser("db", help="registry maintenance: migrate, status, rebuild-bloom, compact")
 
     show = sub.add_parser("show", help="print the per-layer table and output paths of published batches")
     show.add_argument("--root", type=Path, help="data root (default DEDUP_ROOT or ./data)")
@@ -55,9 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     from dedup_tasks.audit.cli import add_audit_parser
 
     add_audit_parser(sub)
-    sub.add_parser("stoplist", help="learn the registry index's stoplist from a sample of the crawl", add_help=False).add_argument(
-        "stoplist_args", nargs=argparse.REMAINDER
-    )
+    sub.add_parser("stoplist", help="learn the registry index's stoplist from a sample of the crawl")
     return parser
 
 
@@ -203,15 +202,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-# Commands with parsers of their own, which take everything after the command word. argparse.REMAINDER
-# would not take a leading option: `db --db-url URL compact` failed as an unknown top-level argument.
-_OWN_PARSERS = {"db": "db_args", "stoplist": "stoplist_args"}
+# Commands with parsers of their own, which take everything after the command word (an argparse.REMAINDER
+# subparser would not take a leading option: `db --db-url URL compact`).
+_OWN_PARSERS = ("db", "stoplist")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in _OWN_PARSERS:
-        args = argparse.Namespace(command=argv[0], **{_OWN_PARSERS[argv[0]]: argv[1:]})
+        args = argparse.Namespace(command=argv[0], rest=argv[1:])
     else:
         args = build_parser().parse_args(argv)
     if args.command != "run":
@@ -225,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "db":
             from dedup_tasks.registry.cli import db_main
 
-            return db_main(args.db_args)
+            return db_main(args.rest)
         if args.command == "audit":
             from dedup_tasks.audit.cli import cmd_audit
 
@@ -233,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "stoplist":
             from dedup_tasks.stoplist_learn import stoplist_main
 
-            return stoplist_main(args.stoplist_args)
+            return stoplist_main(args.rest)
     except (ConfigError, ContractError, InputError) as exc:
         return _error(exc, 2)
     except OutputError as exc:

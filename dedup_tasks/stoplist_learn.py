@@ -23,6 +23,7 @@ from dedup_tasks.config import ConfigError, DedupConfig
 from dedup_tasks.fingerprint.minhash import MinHasher
 from dedup_tasks.fingerprint.stoplist import LEARN_CUTOFF, Stoplist, learn_stoplist, propose_stoplist
 from dedup_tasks.io import InputError, read_input
+from dedup_tasks.layers.base import strings_np
 from dedup_tasks.layers.minhash import minhash_rows
 from dedup_tasks.pipeline import layer_view, prepare_with_text
 
@@ -36,7 +37,7 @@ def english_shingles(table: pa.Table, name: str, config: DedupConfig) -> tuple[n
     _, counts, (hashes, offsets) = minhash_rows(
         view, hasher, config.zh_shingle_chars, config.en_shingle_words, near, config.en_shingles == "chars"
     )
-    return hashes, offsets, (np.asarray(view.column("_lang").to_pylist(), object) == "en") & (counts > 0)
+    return hashes, offsets, (strings_np(view, "_lang") == "en") & (counts > 0)
 
 
 def learn_from_table(table: pa.Table, name: str, config: DedupConfig | None = None, cutoff: float = LEARN_CUTOFF) -> Stoplist:
