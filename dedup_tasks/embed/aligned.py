@@ -19,8 +19,15 @@ import unicodedata
 
 import numpy as np
 
-# Sentence ends: Latin ".!?;" before a space or the end, CJK full stops/marks anywhere, line breaks.
-_SPLIT = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|\n+")
+# Sentence ends: Latin ".!?;" before a space, CJK full stops/marks anywhere, line breaks.
+_END = re.compile(r"[.!?;]\s+|[。！？；]|\n+")
+# A full stop after these (or after an initial, "U.S.", "J.C.") ends no sentence: split there, a news
+# sentence falls into pieces ("President George W." / "Bush said ...") that are no one's counterpart.
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof sen rep gov gen col lt sgt capt rev st mt ft jr sr inc corp co ltd bros vs etc "
+    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
+_INITIALS = re.compile(r"(?:[A-Za-z]\.)*[A-Za-z]")
 
 
 _FOLD = re.compile(r"[\W_]+", re.UNICODE)
@@ -46,15 +53,19 @@ def punctuated_text(title: str | None, content: str | None, near_text: str | Non
     return text[:max_chars] if max_chars and max_chars > 0 else text
 
 
-def sentences(text: str, max_sentences: int = 8, max_chars: int = 120, min_chars: int = 4) -> list[str]:
+def sentences(text: str, max_sentences: int = 8, max_chars: int = 120, min_chars: int = 4, max_latin_chars: int = 400) -> list[str]:
     """The first ``max_sentences`` sentences of ``text``; a sentence longer than ``max_chars`` is cut
-    into pieces of about that many characters (at a space where there is one)."""
+    into pieces of about that many characters (at a space where there is one). A Latin-script sentence
+    (mostly ASCII) is cut at ``max_latin_chars`` instead: an English news sentence is ~120 characters
+    (~30 tokens), and cut at 120 a third of MRPC's fell into halves that align with no one."""
     out: list[str] = []
-    for part in _SPLIT.split(text or ""):
+    for part in _split(text or ""):
         part = part.strip()
-        while len(part) > max_chars:
-            cut = part.rfind(" ", max_chars // 2, max_chars)
-            cut = cut if cut > 0 else max_chars
+        limit = max_latin_chars if part.isascii() or sum(c.isascii() for c in part) > 0.8 * len(part) else max_chars
+        limit = max(limit, max_chars)
+        while len(part) > limit:
+            cut = part.rfind(" ", limit // 2, limit)
+            cut = cut if cut > 0 else limit
             out.append(part[:cut].strip())
             part = part[cut:].strip()
         if len(part) >= min_chars:
@@ -62,6 +73,22 @@ def sentences(text: str, max_sentences: int = 8, max_chars: int = 120, min_chars
         if len(out) >= max_sentences:
             break
     return [s for s in out if len(s) >= min_chars][:max_sentences]
+
+
+def _split(text: str) -> list[str]:
+    """``text`` cut at its sentence ends; a full stop ends a sentence unless it closes an abbreviation
+    or an initial. (A lower-case word after it is no sign: a third of STS-B's sentences start so.)"""
+    parts, start = [], 0
+    for m in _END.finditer(text):
+        if m.group()[0] == ".":
+            word = text[max(text.rfind(" ", start, m.start()) + 1, start) : m.start()].lstrip("\"'([")
+            if word.lower() in _ABBREVIATIONS or _INITIALS.fullmatch(word):
+                continue
+        end = m.start() + 1 if m.group()[0] in ".!?;。！？；" else m.start()
+        parts.append(text[start:end])
+        start = m.end()
+    parts.append(text[start:])
+    return parts
 
 
 def aligned_scores(embed, newer: list[str], earlier: list[str], max_sentences: int = 8, max_chars: int = 120) -> np.ndarray:

@@ -15,7 +15,19 @@ def test_sentences_split_latin_and_cjk_and_cut_long_runs() -> None:
     parts = sentences(run, max_chars=100)
     assert len(parts) == 4 and all(len(p) <= 100 for p in parts) and "".join(parts) == run
     assert len(sentences(" ".join(f"Sentence number {i}." for i in range(20)), max_sentences=5)) == 5
-    assert sentences("") == [] and sentences("a. b. c.") == []  # pieces under min_chars are not sentences
+    assert sentences("") == [] and sentences("Hm! Ok? Ya.") == []  # pieces under min_chars are not sentences
+
+
+def test_a_full_stop_after_an_abbreviation_or_initial_ends_no_sentence() -> None:
+    # MRPC-style news sentences: split at every ". ", a third of them fell into pieces such as
+    # "President George W." that a rewrite's sentence cannot be aligned to.
+    text = "President George W. Bush said the U.S. would act. Retailers J.C. Penney Co. said no. Mr. Smith left on Jan. 5. shares fell."
+    assert sentences(text, max_chars=400) == [
+        "President George W. Bush said the U.S. would act.",
+        "Retailers J.C. Penney Co. said no.",
+        "Mr. Smith left on Jan. 5.",
+        "shares fell.",
+    ]
 
 
 def test_a_reordered_rewrite_scores_above_a_same_topic_text() -> None:
