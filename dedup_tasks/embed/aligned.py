@@ -24,8 +24,11 @@ _END = re.compile(r"[.!?;]\s+|[。！？；]|\n+")
 # A full stop after these (or after an initial, "U.S.", "J.C.") ends no sentence: split there, a news
 # sentence falls into pieces ("President George W." / "Bush said ...") that are no one's counterpart.
 _ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof sen rep gov gen col lt sgt capt rev st mt ft jr sr inc corp co ltd bros vs etc "
-    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
+    [
+        "mr", "mrs", "ms", "dr", "prof", "sen", "rep", "gov", "gen", "col", "lt", "sgt", "capt", "rev", "st", "mt", "ft",
+        "jr", "sr", "inc", "corp", "co", "ltd", "bros", "vs", "etc",
+        "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+    ]
 )
 _INITIALS = re.compile(r"(?:[A-Za-z]\.)*[A-Za-z]")
 
