@@ -34,27 +34,6 @@ def pair_ids(tok, a: list[str], b: list[str], side: int) -> list[list[int]]:
     return [x + [tok.eos] + y[1:] for x, y in zip(ea, eb, strict=True)]
 
 
-def align(model, items) -> tuple[np.ndarray, list[tuple[int, str, str, float]]]:
-    """Each story's newer sentences aligned to their nearest earlier sentence by the base model's
-    cosine, as the aligned score does: (aligned cosine per story, [(story, newer, earlier, cosine)])."""
-    import torch
-
-    from dedup_tasks.embed.aligned import embedded_sentences
-
-    newer, older = [s.other for s in items], [s.source for s in items]
-    with torch.no_grad():
-        split_new, split_old, index, vec = embedded_sentences(lambda t: model.embed(t, 64), newer, older)
-    aligned = np.full(len(items), -1.0)
-    pairs: list[tuple[int, str, str, float]] = []
-    for i, (sa, sb) in enumerate(zip(split_new, split_old, strict=True)):
-        if sa and sb:
-            sims = vec[[index[s] for s in sa]] @ vec[[index[s] for s in sb]].T
-            aligned[i] = float(sims.max(axis=1).mean())
-            for r, s in enumerate(sa):
-                pairs.append((i, s, sb[int(sims[r].argmax())], float(sims[r].max())))
-    return aligned, pairs
-
-
 def pair_logits(model, head, x: list[str], z: list[str], side: int = 64) -> np.ndarray:
     import torch
 
@@ -69,16 +48,20 @@ def save_scores(model, head, lang: str, path: str, side: int = 64) -> None:
     """Every aligned sentence pair of the first 600 dev and test stories, scored both ways round by the
     cross-encoder (``model`` + ``head``), to ``path`` for ``report``; in English also the 1,725 MRPC
     test pairs as the file gives them (no stories, no alignment)."""
+    import torch
+
     from bench.evaldata import eval_data_dir
     from bench.reworded import stories
     from bench.train_pair_head import EVAL_STORIES
+    from dedup_tasks.embed.aligned import aligned_pairs
     from dedup_tasks.embed.e5_torch import E5Torch
 
     base = E5Torch(threads=2)  # alignment by the shipped weights, as the layer aligns
     saved = {}
     for split in ("dev", "test"):
         items = stories(split)[lang][:EVAL_STORIES]
-        _, prs = align(base, items)
+        with torch.no_grad():
+            prs = aligned_pairs(lambda t: base.embed(t, 64), [s.other for s in items], [s.source for s in items])
         saved[f"{split}_story"] = np.array([q[0] for q in prs])
         saved[f"{split}_cos"] = np.array([q[3] for q in prs])
         saved[f"{split}_ab"] = pair_logits(model, head, [q[1] for q in prs], [q[2] for q in prs], side)
@@ -103,7 +86,7 @@ def load(path: str):
     state = torch.load(path)
     model = E5Torch(threads=2)
     model.encoder.load_state_dict(state["encoder"])
-    head = torch.nn.Linear(384, 1)
+    head = torch.nn.Linear(model.H, 1)
     head.load_state_dict(state["head"])
     return model, head, int(state["side"])
 
@@ -130,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     a, b, y, counts = training_pairs(args.lang, random_pairs=not args.no_random)
     print(f"{args.lang}: {len(a):,} training pairs ({int(y.sum()):,} positive)", flush=True)
     model = E5Torch(threads=2)
-    head = torch.nn.Linear(384, 1)
+    head = torch.nn.Linear(model.H, 1)
     torch.nn.init.zeros_(head.weight)
     params = [q for blk in model.encoder for sub in blk for q in sub.parameters()]
     for q in params:
@@ -189,9 +172,9 @@ def report(path: str, rate: float = 0.005) -> None:
 
     f = np.load(path)
     scores: dict[str, dict[str, np.ndarray]] = {}
+    sym_of = {split: 0.5 * (f[f"{split}_ab"] + f[f"{split}_ba"]) for split in ("dev", "test")}
     for split in ("dev", "test"):
-        story, cos, n = f[f"{split}_story"], f[f"{split}_cos"], len(f[f"{split}_dup"])
-        sym = 0.5 * (f[f"{split}_ab"] + f[f"{split}_ba"])
+        story, cos, n, sym = f[f"{split}_story"], f[f"{split}_cos"], len(f[f"{split}_dup"]), sym_of[split]
         prob = 1.0 / (1.0 + np.exp(-sym))
         pooled = {"aligned cosine": cos, "cross mean prob": prob, "cross mean logit": sym,
                   "cross min logit": sym, "cross prob+cos": 0.5 * (prob + cos)}
@@ -205,7 +188,7 @@ def report(path: str, rate: float = 0.005) -> None:
     dev_dup, test_dup = f["dev_dup"], f["test_dup"]
     sent = scores["test"]
     story_t = f["test_story"]
-    sym_t = 0.5 * (f["test_ab"] + f["test_ba"])
+    sym_t = sym_of["test"]
     from bench.train_pair_head import auc
     if "mrpc_test_logit" in f:
         lab = f["mrpc_test_label"].astype(float)
@@ -215,7 +198,7 @@ def report(path: str, rate: float = 0.005) -> None:
           f"of the cosine {auc(f['test_cos'], test_dup[story_t].astype(float)):.3f}")
     for split in ("dev", "test"):
         story, dup, ds = f[f"{split}_story"], f[f"{split}_dup"], f[f"{split}_dataset"]
-        per_pair = {"aligned cosine": f[f"{split}_cos"], "cross mean logit": 0.5 * (f[f"{split}_ab"] + f[f"{split}_ba"])}
+        per_pair = {"aligned cosine": f[f"{split}_cos"], "cross mean logit": sym_of[split]}
         for name in np.unique(ds):
             in_pairs, in_stories = ds[story] == name, ds == name
             for score, pair_score in per_pair.items():

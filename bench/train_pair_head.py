@@ -54,7 +54,7 @@ def training_pairs(lang: str, random_pairs: bool = True) -> tuple[list[str], lis
         p = [r for r in kept if _rule(pos, float(r["label"]))]
         n = [r for r in kept if _rule(neg, float(r["label"]))]
         perm = rng.permutation(len(kept))
-        rnd = [(kept[i]["text1"], kept[j]["text2"]) for i, j in zip(range(len(kept)), perm, strict=True) if i != j][: len(p) if random_pairs else 0]
+        rnd = [(kept[i]["text1"], kept[j]["text2"]) for i, j in zip(range(len(kept)), perm, strict=True) if i != j][: len(p)] if random_pairs else []
         for rs, label in ((p, 1), (n, 0)):
             a += [r["text1"].strip() for r in rs]
             b += [r["text2"].strip() for r in rs]

@@ -5,8 +5,9 @@ One head embedding of a whole document saturates: in Chinese two question lists 
 0.97+ whether or not they ask the same things, and in English a same-topic story that says something
 else scores like a rewrite (docs/semantic.md). A rewrite keeps its story sentence by sentence (merged,
 split or reordered, but each statement is somewhere), a same-topic text does not. So both texts are
-cut into sentences (at most ``max_sentences``, long ones cut into ``max_chars`` pieces, so an
-unpunctuated run still gives several), every sentence is embedded (short texts, batched: a few dozen
+cut into sentences (at most ``max_sentences``; a full stop after an abbreviation or an initial ends
+none; long ones cut into ``max_chars`` pieces, Latin ones at ``max_latin_chars``, so an unpunctuated
+run still gives several), every sentence is embedded (short texts, batched: a few dozen
 tokens each), and the pair's score is the mean over the newer's sentences of the best cosine to any
 sentence of the earlier one. Only the sketch candidates are scored this way; it never runs on the
 near-miss path.
@@ -64,8 +65,8 @@ def sentences(text: str, max_sentences: int = 8, max_chars: int = 120, min_chars
     out: list[str] = []
     for part in _split(text or ""):
         part = part.strip()
-        limit = max_latin_chars if part.isascii() or sum(c.isascii() for c in part) > 0.8 * len(part) else max_chars
-        limit = max(limit, max_chars)
+        latin = len(part.encode("ascii", "ignore")) > 0.8 * len(part)
+        limit = max(max_chars, max_latin_chars) if latin else max_chars
         while len(part) > limit:
             cut = part.rfind(" ", limit // 2, limit)
             cut = cut if cut > 0 else limit
@@ -87,7 +88,7 @@ def _split(text: str) -> list[str]:
             word = text[max(text.rfind(" ", start, m.start()) + 1, start) : m.start()].lstrip("\"'([")
             if word.lower() in _ABBREVIATIONS or _INITIALS.fullmatch(word):
                 continue
-        end = m.start() + 1 if m.group()[0] in ".!?;。！？；" else m.start()
+        end = m.start() if m.group()[0] == "\n" else m.start() + 1  # a mark stays with its sentence
         parts.append(text[start:end])
         start = m.end()
     parts.append(text[start:])
@@ -100,13 +101,30 @@ def aligned_scores(embed, newer: list[str], earlier: list[str], max_sentences: i
 
     Every distinct sentence is embedded once, in one call: texts shared by several pairs cost nothing
     more."""
-    split_new, split_old, index, vec = embedded_sentences(embed, newer, earlier, max_sentences, max_chars)
     out = np.full(len(newer), -1.0)
+    for i, _, _, sim in _alignments(embed, newer, earlier, max_sentences, max_chars):
+        out[i] = float(sim.max(axis=1).mean())
+    return out
+
+
+def aligned_pairs(
+    embed, newer: list[str], earlier: list[str], max_sentences: int = 8, max_chars: int = 120
+) -> list[tuple[int, str, str, float]]:
+    """The alignment ``aligned_scores`` averages, pair by pair: (i, a sentence of newer[i], its best
+    counterpart in earlier[i], their cosine), for a pair model that reads the two sentences together."""
+    return [
+        (i, s, b[int(sim[r].argmax())], float(sim[r].max()))
+        for i, a, b, sim in _alignments(embed, newer, earlier, max_sentences, max_chars)
+        for r, s in enumerate(a)
+    ]
+
+
+def _alignments(embed, newer: list[str], earlier: list[str], max_sentences: int, max_chars: int):
+    """Per pair with sentences on both sides: (i, newer's sentences, earlier's, their cosine matrix)."""
+    split_new, split_old, index, vec = embedded_sentences(embed, newer, earlier, max_sentences, max_chars)
     for i, (a, b) in enumerate(zip(split_new, split_old, strict=True)):
         if a and b:
-            sim = vec[[index[s] for s in a]] @ vec[[index[s] for s in b]].T
-            out[i] = float(sim.max(axis=1).mean())
-    return out
+            yield i, a, b, vec[[index[s] for s in a]] @ vec[[index[s] for s in b]].T
 
 
 def embedded_sentences(
