@@ -27,26 +27,9 @@ import time
 import numpy as np
 
 
-def pair_ids(tok, a: list[str], b: list[str], side: int) -> list[list[int]]:
-    ea = tok.encode(["query: " + x for x in a], side)
-    eb = tok.encode(["query: " + x for x in b], side)
-    # XLM-R pair layout: <s> A </s></s> B </s>
-    return [x + [tok.eos] + y[1:] for x, y in zip(ea, eb, strict=True)]
-
-
-def pair_logits(model, head, x: list[str], z: list[str], side: int = 64) -> np.ndarray:
-    import torch
-
-    out = []
-    with torch.no_grad():
-        for s in range(0, len(x), 64):
-            out.append(head(model.forward_ids(pair_ids(model.tokenizer, x[s:s + 64], z[s:s + 64], side)) * 10.0).squeeze(1).numpy())
-    return np.concatenate(out) if out else np.zeros(0)
-
-
-def save_scores(model, head, lang: str, path: str, side: int = 64) -> None:
+def save_scores(cross, lang: str, path: str) -> None:
     """Every aligned sentence pair of the first 600 dev and test stories, scored both ways round by the
-    cross-encoder (``model`` + ``head``), to ``path`` for ``report``; in English also the 1,725 MRPC
+    cross-encoder (``embed.cross_encoder.CrossEncoder``), to ``path`` for ``report``; in English also the 1,725 MRPC
     test pairs as the file gives them (no stories, no alignment)."""
     import torch
 
@@ -64,37 +47,24 @@ def save_scores(model, head, lang: str, path: str, side: int = 64) -> None:
             prs = aligned_pairs(lambda t: base.embed(t, 64), [s.other for s in items], [s.source for s in items])
         saved[f"{split}_story"] = np.array([q[0] for q in prs])
         saved[f"{split}_cos"] = np.array([q[3] for q in prs])
-        saved[f"{split}_ab"] = pair_logits(model, head, [q[1] for q in prs], [q[2] for q in prs], side)
-        saved[f"{split}_ba"] = pair_logits(model, head, [q[2] for q in prs], [q[1] for q in prs], side)
+        saved[f"{split}_ab"] = cross.one_way([q[1] for q in prs], [q[2] for q in prs])
+        saved[f"{split}_ba"] = cross.one_way([q[2] for q in prs], [q[1] for q in prs])
         saved[f"{split}_dup"] = np.array([s.duplicate for s in items])
         saved[f"{split}_dataset"] = np.array([s.dataset for s in items])
     if lang == "en":
         mrpc = [json.loads(line) for line in (eval_data_dir() / "pairs" / "en_mrpc_test.jsonl").open(encoding="utf-8")]
         t1, t2 = [r["text1"].strip() for r in mrpc], [r["text2"].strip() for r in mrpc]
-        saved["mrpc_test_logit"] = 0.5 * (pair_logits(model, head, t1, t2, side) + pair_logits(model, head, t2, t1, side))
+        saved["mrpc_test_logit"] = cross.logits(t1, t2)
         saved["mrpc_test_label"] = np.array([int(r["label"]) for r in mrpc])
     np.savez(path, **saved)
     print(f"saved {path}", flush=True)
-
-
-def load(path: str):
-    """(encoder, head, side) of a ``--save-model`` file."""
-    import torch
-
-    from dedup_tasks.embed.e5_torch import E5Torch
-
-    state = torch.load(path)
-    model = E5Torch(threads=2)
-    model.encoder.load_state_dict(state["encoder"])
-    head = torch.nn.Linear(model.H, 1)
-    head.load_state_dict(state["head"])
-    return model, head, int(state["side"])
 
 
 def main(argv: list[str] | None = None) -> None:
     import torch
 
     from bench.train_pair_head import training_pairs
+    from dedup_tasks.embed.cross_encoder import POOLED_SCALE, CrossEncoder, pair_ids
     from dedup_tasks.embed.e5_torch import E5Torch
 
     p = argparse.ArgumentParser()
@@ -130,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
         # both orders, so the score is symmetric enough
         aa = [a[i] if k % 2 == 0 else b[i] for k, i in enumerate(idx)]
         bb = [b[i] if k % 2 == 0 else a[i] for k, i in enumerate(idx)]
-        logit = head(model.forward_ids(pair_ids(model.tokenizer, aa, bb, args.side)) * 10.0).squeeze(1)
+        logit = head(model.forward_ids(pair_ids(model.tokenizer, aa, bb, args.side)) * POOLED_SCALE).squeeze(1)
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logit, torch.tensor(y[idx], dtype=torch.float32))
         opt.zero_grad()
         loss.backward()
@@ -142,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     model.encoder.eval()
     if args.save_model:
         torch.save({"encoder": model.encoder.state_dict(), "head": head.state_dict(), "side": args.side}, args.save_model)
-    save_scores(model, head, args.lang, args.save, args.side)
+    save_scores(CrossEncoder.from_parts(model, head, args.side), args.lang, args.save)
     report(args.save)
     print(f"done in {time.time() - t0:.0f} s")
 
@@ -230,8 +200,9 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["report"]:
         report(sys.argv[2])
     elif sys.argv[1:2] == ["rescore"]:  # rescore MODEL LANG OUT: a saved model against today's alignment
-        model, head, side = load(sys.argv[2])
-        save_scores(model, head, sys.argv[3], sys.argv[4], side)
+        from dedup_tasks.embed.cross_encoder import CrossEncoder
+
+        save_scores(CrossEncoder(sys.argv[2], threads=2), sys.argv[3], sys.argv[4])
         report(sys.argv[4])
     else:
         main()

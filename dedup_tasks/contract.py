@@ -35,10 +35,13 @@ DECISIONS_SCHEMA = pa.schema(
         ("suspect_batch_id", pa.string()),
         ("suspect_score", pa.float64()),
         # What ``score`` measures on a drop (docs/decisions.md): exact, hamming_distance,
-        # jaccard_estimate or cosine; null on keeps. Last, so readers of the older schema still line up.
+        # jaccard_estimate, cosine or cross_logit; null on keeps. Last, so readers of the older schema
+        # still line up.
         ("score_kind", pa.string()),
     ]
 )
+# The score_kind of an L4 drop a cross-encoder confirmed: a logit, on no cosine's scale.
+CROSS_LOGIT = "cross_logit"
 
 MAX_ROWS_NAMED = 10
 

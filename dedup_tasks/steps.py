@@ -88,7 +88,7 @@ def run_layer(name: str, paths: BatchPaths, config: DedupConfig, registry: Regis
     if name == ALL_LAYERS[0]:
         batch = layer_view(batch)
     ctx = LayerContext(paths.batch_id, config, registry)
-    if name == "semantic" and config.semantic_sketch and config.semantic_sketch_confirm == "aligned":
+    if name == "semantic" and config.semantic_confirms_by_sentences:
         # The aligned score cuts sentences from the input text, which the layers' view does not carry.
         ctx.inputs = _read(paths, "prepared").select(["title", "content"])
     if config.layer_enabled(name):

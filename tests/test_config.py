@@ -30,6 +30,9 @@ def test_config_hash_tracks_decision_settings_only():
         ({"minhash_threshold": "high"}, "minhash_threshold"),
         ({"minhash_bands": 43}, "bands"),  # 43 x 3 rows > 128 permutations
         ({"embed_threads": -1}, "embed_threads"),
+        ({"semantic_sketch_confirm": "cross"}, "needs semantic_cross_encoder_en or semantic_cross_encoder_zh"),
+        ({"semantic_cross_encoder_en": "m.pt"}, "semantic_cross_encoder_en needs semantic_cross_threshold_en"),
+        ({"semantic_sketch_confirm": "vote"}, "'head', 'aligned' or 'cross'"),
     ],
 )
 def test_bad_values_are_named(values, message):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dedup_tasks.audit.sampling import DISTANCE_LAYERS, SINGLE_BAND_LAYERS, band_order
+from dedup_tasks.audit.sampling import CROSS_BAND, DISTANCE_LAYERS, SINGLE_BAND_LAYERS, band_order
 
 DEFAULT_TARGET_PRECISION = 0.98
 DUPLICATE = "duplicate"
@@ -97,7 +97,7 @@ def _band_threshold(layer: str, band: str) -> float | None:
     """The threshold that keeps dropping this band and everything closer (None: not a usable edge)."""
     if band.startswith("d="):
         return float(band[2:])
-    if band.startswith("<") or band == "all":
+    if band.startswith("<") or band in ("all", CROSS_BAND):
         return None
     return float(band.split("-")[0])
 
@@ -154,13 +154,13 @@ def recommend_thresholds(
 
 def band_populations(decisions: pd.DataFrame, near: pd.DataFrame) -> pd.DataFrame:
     """How many drops (and recorded near misses) of the week fall in each layer and band."""
-    from dedup_tasks.audit.sampling import band_of
+    from dedup_tasks.audit.sampling import bands_of
 
     frames = []
     for kind, rows in (("drop", decisions[decisions["action"] == "drop"]), ("near_miss", near)):
         if rows.empty:
             continue
-        bands = [band_of(layer, score) for layer, score in zip(rows["layer"], rows["score"], strict=True)]
+        bands = bands_of(rows)
         frames.append(pd.DataFrame({"kind": kind, "layer": rows["layer"].to_numpy(), "band": bands}))
     if not frames:
         return pd.DataFrame(columns=["kind", "layer", "band", "count"])

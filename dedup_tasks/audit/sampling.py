@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from dedup_tasks.audit.weeks import decision_partitions
+from dedup_tasks.contract import CROSS_LOGIT
 from dedup_tasks.io import partition_of
 
 # Score bands per layer: SimHash is a Hamming distance (lower = closer, drop at <= threshold);
@@ -45,8 +46,15 @@ def higher_is_closer(layer: str) -> bool:
     return layer not in DISTANCE_LAYERS
 
 
-def band_of(layer: str | None, score: float | None) -> str:
+# L4 drops a cross-encoder confirmed score a logit, not a cosine: one band of their own, no edge
+# a cosine threshold could be read from.
+CROSS_BAND = "cross-encoder"
+
+
+def band_of(layer: str | None, score: float | None, score_kind: str | None = None) -> str:
     """The score band label of one decision (see the module docstring)."""
+    if score_kind == CROSS_LOGIT:
+        return CROSS_BAND
     if layer is None or layer in SINGLE_BAND_LAYERS or score is None or pd.isna(score):
         return "all"
     if layer in DISTANCE_LAYERS:
@@ -62,10 +70,19 @@ def band_of(layer: str | None, score: float | None) -> str:
     return f"{edges[-2]:.2f}-{edges[-1]:.2f}"
 
 
+def bands_of(rows: pd.DataFrame) -> list[str]:
+    """``band_of`` of every decision row (its score_kind, where the decisions have one)."""
+    kinds = rows["score_kind"] if "score_kind" in rows.columns else [None] * len(rows)
+    return [band_of(layer, score, kind if isinstance(kind, str) else None)
+            for layer, score, kind in zip(rows["layer"], rows["score"], kinds, strict=True)]
+
+
 def band_order(layer: str, band: str) -> tuple[int, float]:
     """Sort key: bands from the closest (most certain) to the loosest."""
     if band == "all":
         return (0, 0.0)
+    if band == CROSS_BAND:
+        return (2, 0.0)
     if band.startswith("d="):
         return (0, float(band[2:]))
     if band.startswith("<"):
@@ -170,7 +187,7 @@ def draw_sample(
         if rows.empty:
             continue
         rows = rows.copy()
-        rows["band"] = [band_of(layer, score) for layer, score in zip(rows["layer"], rows["score"], strict=True)]
+        rows["band"] = bands_of(rows)
         for (layer, band), group in rows.groupby(["layer", "band"], sort=True):
             parts.append(_draw(group, cap, week, f"{kind}/{layer}/{band}"))
     if not parts:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from dedup_tasks.audit.metrics import threshold_passes
 from dedup_tasks.audit.sampling import near_miss_rows
+from dedup_tasks.contract import CROSS_LOGIT
 
 THRESHOLD_LAYERS = ("simhash", "minhash", "semantic")
 # The values a replayed threshold may take: a Hamming distance of 64-bit SimHashes, a Jaccard, a cosine.
@@ -75,8 +76,13 @@ def replay(decisions: pd.DataFrame, thresholds: dict[str, float]) -> WhatIfResul
             "new_threshold", "old_action", "new_action"]
     changes, summary = [], []
     near = near_miss_rows(decisions)
+    # A cross-encoder's drop scores a logit: a cosine threshold cannot replay it, so it stays a drop.
+    kinds = decisions["score_kind"] if "score_kind" in decisions.columns else pd.Series(None, index=decisions.index)
+    by_logit = (kinds == CROSS_LOGIT).to_numpy()
     for layer, new in sorted(thresholds.items()):
-        drops = decisions[(decisions["action"] == "drop") & (decisions["layer"] == layer)]
+        of_layer = (decisions["action"] == "drop") & (decisions["layer"] == layer)
+        drops = decisions[of_layer & ~by_logit]
+        before = int(of_layer.sum())
         still = [threshold_passes(layer, s, new) for s in drops["score"]]
         undropped = drops[[not s for s in still]]
         candidates = near[near["layer"] == layer]
@@ -87,13 +93,19 @@ def replay(decisions: pd.DataFrame, thresholds: dict[str, float]) -> WhatIfResul
             part = frame.assign(old_threshold=frame["threshold"], new_threshold=new,
                                 old_action=old_action, new_action=new_action)
             changes.append(part[cols])
-        summary.append({"layer": layer, "drops_before": len(drops), "drops_after": len(drops) - len(undropped) + len(newly),
+        summary.append({"layer": layer, "drops_before": before, "drops_after": before - len(undropped) + len(newly),
                         "newly_kept": len(undropped), "newly_dropped": len(newly)})
     kept = decisions[decisions["action"] == "keep"]
     undecidable = len(kept) - len(near)
     notes = [
         "A row the replay keeps never reached the later layers; they may still drop it.",
     ]
+    logit_drops = int((by_logit & (decisions["layer"] == "semantic").to_numpy()).sum())
+    if "semantic" in thresholds and logit_drops:
+        notes.append(
+            f"{logit_drops} semantic drops confirmed by a cross-encoder score a logit, not a cosine: "
+            "they are not replayed (their threshold is semantic_cross_threshold_<lang>)."
+        )
     if undecidable and any(_loosens(layer, new, decisions) for layer, new in thresholds.items()):
         notes.append(
             f"{undecidable} kept rows carry no near-miss score: a looser threshold's new drops among them "

@@ -83,6 +83,9 @@ class Drops:
     # Per-drop wording of a layer that decides on more than its score (the near-copy verifier):
     # replaces the generic "<score> <op> <threshold>" part of the reason; the matched doc is appended.
     detail: pa.Array | None = None
+    # Per-drop score_kind where a layer scores some drops on another scale (L4's cross-encoder logits);
+    # None: the layer's SCORE_KINDS entry for every drop.
+    score_kind: np.ndarray | None = None
 
     @classmethod
     def none(cls) -> Drops:
@@ -148,6 +151,7 @@ class Layer(abc.ABC):
                 self.name, drops.score, thresholds, drops.matched_doc_id, drops.matched_batch_id, self.model_id(),
                 detail=drops.detail,
             ),
+            score_kind=drops.score_kind,
         )
         survivors = batch.filter(pa.array(keep))
         stats = LayerStats(self.name, batch.num_rows, len(drops.rows), time.perf_counter() - started)
@@ -164,8 +168,10 @@ def decision_rows(
     score: np.ndarray | None = None,
     threshold: float | np.ndarray | None = None,
     reason: pa.Array | None = None,
+    score_kind: np.ndarray | None = None,
 ) -> pa.Table:
     """Decision rows (DECISIONS_SCHEMA). ``reason`` is why a drop was dropped (``drop_reasons``);
+    ``score_kind`` (one per row, None: the layer's) where a drop's score is not the layer's usual kind;
     the notes earlier steps left on a row (``_reason``) follow it, marked as notes, so a drop's
     reason never starts with a note such as "not dropped on SimHash alone" from another layer."""
     n = rows.num_rows
@@ -180,6 +186,9 @@ def decision_rows(
         return pa.nulls(n, typ) if values is None else pa.array(values, typ, from_pandas=True)
 
     thresholds = threshold if isinstance(threshold, np.ndarray) else np.full(n, np.nan if threshold is None else threshold)
+    kinds = [SCORE_KINDS.get(layer) if action == "drop" else None] * n
+    if score_kind is not None:
+        kinds = [own if own is not None else kind for own, kind in zip(score_kind, kinds, strict=True)]
     return pa.table(
         {
             "doc_id": rows.column("doc_id").cast(pa.string()),
@@ -193,7 +202,7 @@ def decision_rows(
             "reason": reasons,
             "config_hash": pa.array([ctx.config.config_hash] * n, pa.string()),
             **suspect_columns(rows if action == "keep" else rows.slice(0, 0), n),
-            "score_kind": pa.array([SCORE_KINDS.get(layer) if action == "drop" else None] * n, pa.string()),
+            "score_kind": pa.array(kinds, pa.string()),
         },
         schema=DECISIONS_SCHEMA,
     )

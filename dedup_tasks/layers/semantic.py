@@ -20,16 +20,20 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from dedup_tasks.contract import CROSS_LOGIT
+from dedup_tasks.embed.cross_encoder import get_cross_encoder
 from dedup_tasks.embed.embedders import document_text, get_embedder, model_id_for
 from dedup_tasks.embed.sketch import SKETCH_MODEL_ID, story_sketches
 from dedup_tasks.fingerprint.numbers import pair_facts_differ
 from dedup_tasks.io import partition_of
-from dedup_tasks.layers.base import Drops, Layer, LayerContext, LayerOutput, strings_np
+from dedup_tasks.layers.base import Drops, Layer, LayerContext, LayerOutput, fixed_text, strings_np
 from dedup_tasks.layers.near import URL_UPDATE, bool_col, number_sets, text_lengths
 from dedup_tasks.registry.embeddings import EmbeddingStore, store_for
 
@@ -37,6 +41,36 @@ log = logging.getLogger(__name__)
 
 FLAT_NEIGHBOURS = 16
 INDEX_NEIGHBOURS = 32
+
+
+@dataclass
+class SentenceScores:
+    """Per candidate pair, what its confirmation scored: the score (a cosine, or a logit where
+    ``cross``), the threshold a cross pair is held to (NaN: the cosine's), how many newer sentences
+    the cross-encoder averaged and its model id."""
+
+    score: np.ndarray
+    cross: np.ndarray
+    threshold: np.ndarray
+    sentences: np.ndarray
+    model_id: np.ndarray
+
+    @classmethod
+    def of(cls, cos: np.ndarray) -> SentenceScores:
+        n = len(cos)
+        return cls(np.array(cos, float), np.zeros(n, bool), np.full(n, np.nan), np.zeros(n, np.int64), np.full(n, None, object))
+
+
+def cross_details(
+    by_cross: np.ndarray, score: np.ndarray, threshold: np.ndarray, sentences: np.ndarray, model_id: np.ndarray
+) -> pa.Array:
+    """The reason of each cross-encoder drop ("cross-encoder logit 3.12 >= 2.37 over 5 aligned
+    sentences (model cross-e5-...)"; the matched doc is appended by ``drop_reasons``); null elsewhere."""
+    text = pc.binary_join_element_wise(
+        "cross-encoder logit ", fixed_text(score, 2), " >= ", fixed_text(threshold, 2), " over ",
+        pa.array(sentences).cast(pa.string()), " aligned sentences (model ", pa.array(model_id, pa.string()), ")", "",
+    )
+    return pc.if_else(pa.array(np.asarray(by_cross, bool)), text, pa.scalar(None, pa.string()))
 
 
 class SemanticLayer(Layer):
@@ -342,7 +376,7 @@ class SemanticLayer(Layer):
         drops = self._confirm(
             batch, ctx, store, np.concatenate([sus_row, s_row]).astype(np.int64),
             np.concatenate([cand_doc, s_doc]).astype(object), np.concatenate([cand_batch, s_batch]).astype(object),
-            pair_min, np.concatenate([np.zeros(len(sus_row), bool), np.full(len(s_row), self.config.semantic_sketch_confirm == "aligned")]),
+            pair_min, np.concatenate([np.zeros(len(sus_row), bool), np.full(len(s_row), self.config.semantic_confirms_by_sentences)]),
         )
         # The story sketch of every document this layer keeps, stored once: later batches search them.
         kept = np.ones(batch.num_rows, bool)
@@ -453,55 +487,72 @@ class SemanticLayer(Layer):
             keep = (idx >= 0) & (hit_cand < hit_row) & (scores >= row_threshold[hit_row])
             flat_row, flat_cand, flat_cos = hit_row[keep], hit_cand[keep], scores[keep].astype(float)
 
-        if aligned.any():
-            cos = self._aligned(batch, ctx, cos, aligned, sus_row, cand_row, in_batch, cand_doc, cand_batch)
+        confirmed = (self._aligned(batch, ctx, cos, aligned, sus_row, cand_row, in_batch, cand_doc, cand_batch)
+                     if aligned.any() else SentenceScores.of(cos))
+        cos, cross = confirmed.score, confirmed.cross
+        pair_threshold = np.where(cross, confirmed.threshold, pair_threshold)
         usable_pair = live & (cos >= pair_threshold)
         flat_veto = self._hit_objections(batch, facts, flat_row, flat_cand)
         flat_hits: dict[int, list[tuple[float, int]]] = {}
         for r, c, sc in zip(flat_row[~flat_veto], flat_cand[~flat_veto], flat_cos[~flat_veto], strict=True):
             flat_hits.setdefault(int(r), []).append((float(sc), int(c)))
 
-        # Decide in batch order: the earlier document wins, and a row this layer dropped is not kept.
+        # Decide in batch order: the earlier document wins, and a row this layer dropped is not kept. A
+        # cosine match is preferred to a cross-encoder one (a logit and a cosine do not compare), then
+        # the higher score.
         dropped = np.zeros(n, bool)
-        out_rows, out_doc, out_batch, out_score, out_threshold = [], [], [], [], []
+        out_rows, out_doc, out_batch, out_score, out_threshold, out_pair = [], [], [], [], [], []
         order = np.argsort(sus_row, kind="stable")
         bounds = np.flatnonzero(np.concatenate([[True], np.diff(sus_row[order]) != 0, [True]]))
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             group = order[a:b]
             r = int(sus_row[group[0]])
-            best = (-np.inf, None, None, row_threshold[r])
+            best = ((False, -np.inf), None, None, row_threshold[r], -1)
             for i in group:
-                if usable_pair[i] and not (in_batch[i] and dropped[cand_row[i]]) and cos[i] > best[0]:
-                    best = (cos[i], cand_doc[i], cand_batch[i], pair_threshold[i])
+                key = (not cross[i], cos[i])
+                if usable_pair[i] and not (in_batch[i] and dropped[cand_row[i]]) and key > best[0]:
+                    best = (key, cand_doc[i], cand_batch[i], pair_threshold[i], i)
             for sc, c in flat_hits.get(r, []):
-                if not dropped[c] and sc > best[0]:
-                    best = (sc, doc_ids[c], ctx.batch_id, row_threshold[r])
+                if not dropped[c] and (True, sc) > best[0]:
+                    best = ((True, sc), doc_ids[c], ctx.batch_id, row_threshold[r], -1)
             if best[1] is not None:
                 dropped[r] = True
                 out_rows.append(r)
                 out_doc.append(best[1])
                 out_batch.append(best[2])
-                out_score.append(best[0])
+                out_score.append(best[0][1])
                 out_threshold.append(best[3])
+                out_pair.append(best[4])
         if not out_rows:
             return Drops.none()
         self._drop_thresholds = np.array(out_threshold, float)
-        return Drops(np.array(out_rows, np.int64), np.array(out_doc, object), np.array(out_batch, object), np.array(out_score))
+        drops = Drops(np.array(out_rows, np.int64), np.array(out_doc, object), np.array(out_batch, object), np.array(out_score))
+        pair = np.array(out_pair, np.int64)
+        by_cross = (pair >= 0) & cross[np.maximum(pair, 0)]
+        if by_cross.any():
+            drops.score_kind = np.where(by_cross, CROSS_LOGIT, None).astype(object)
+            at = np.maximum(pair, 0)
+            drops.detail = cross_details(
+                by_cross, drops.score, self._drop_thresholds, confirmed.sentences[at], confirmed.model_id[at])
+        return drops
 
     def _aligned(
         self, batch: pa.Table, ctx: LayerContext, cos: np.ndarray, aligned: np.ndarray, sus_row: np.ndarray,
         cand_row: np.ndarray, in_batch: np.ndarray, cand_doc: np.ndarray, cand_batch: np.ndarray,
-    ) -> np.ndarray:
-        """``cos`` with the ``aligned`` pairs' head cosine replaced by their sentence-aligned score
-        (``embed.aligned``): only pairs whose head cosine reaches ``semantic_aligned_head_min`` are
-        scored (the rest get -inf), so the sentences of hopeless candidates are never embedded."""
+    ) -> SentenceScores:
+        """The ``aligned`` pairs scored by their sentences instead of the head cosine: only pairs whose
+        head cosine reaches ``semantic_aligned_head_min`` are scored (the rest get -inf), so the
+        sentences of hopeless candidates are never embedded. A pair of a language with a cross-encoder
+        (``semantic_sketch_confirm="cross"``) gets the mean cross-encoder logit and that language's logit
+        threshold; the others the aligned cosine (``embed.aligned``)."""
         from dedup_tasks.embed.aligned import aligned_scores
 
-        cos = cos.copy()
-        pairs = np.flatnonzero(aligned & (cos >= self.config.semantic_aligned_head_min))
-        cos[aligned] = -np.inf
+        cfg = self.config
+        out = SentenceScores.of(cos)
+        pairs = np.flatnonzero(aligned & (cos >= cfg.semantic_aligned_head_min))
+        out.score[aligned] = -np.inf
         if not len(pairs):
-            return cos
+            return out
         started = time.perf_counter()
         newer = self._sentence_texts(batch, sus_row[pairs], ctx)
         earlier: list[str | None] = [None] * len(pairs)
@@ -512,12 +563,38 @@ class SemanticLayer(Layer):
         for i, t in zip(ext, self._published_texts(ctx, cand_doc[pairs[ext]], cand_batch[pairs[ext]], sentence_view=True), strict=True):
             earlier[i] = t
         have = np.array([t is not None for t in earlier], bool)
-        embedder = self._embedder()
-        scores = aligned_scores(embedder.encode, [newer[i] for i in np.flatnonzero(have)], [earlier[i] for i in np.flatnonzero(have)])
-        cos[pairs[have]] = scores
+        embed = self._embedder().encode
+        files = cfg.cross_encoder_files() if cfg.semantic_sketch_confirm == "cross" else {}
+        langs = strings_np(batch, "_lang")[sus_row[pairs]] if files and "_lang" in batch.column_names else np.full(len(pairs), None, object)
+        cross_seconds = 0.0
+        for lang in [*files, None]:
+            # A language with a cross-encoder, then every other pair by the aligned cosine.
+            mine = have & (langs == lang) if lang is not None else have & ~np.isin(langs, list(files))
+            sel = np.flatnonzero(mine)
+            if not len(sel):
+                continue
+            texts_new, texts_old = [newer[i] for i in sel], [earlier[i] for i in sel]
+            if lang is None:
+                out.score[pairs[sel]] = aligned_scores(embed, texts_new, texts_old)
+                continue
+            t0 = time.perf_counter()
+            model = get_cross_encoder(files[lang])
+            story = model.story_scores(embed, texts_new, texts_old)
+            at = pairs[sel]
+            out.score[at] = story.logit
+            out.cross[at] = True
+            out.threshold[at] = float(getattr(cfg, f"semantic_cross_threshold_{lang}"))
+            out.sentences[at] = story.sentences
+            out.model_id[at] = model.model_id
+            self._stats.setdefault("cross_models", {})[lang] = model.model_id
+            self._stats["cross_pairs"] = self._stats.get("cross_pairs", 0) + len(sel)
+            self._stats["cross_sentence_pairs"] = self._stats.get("cross_sentence_pairs", 0) + int(story.sentences.sum())
+            cross_seconds += time.perf_counter() - t0
         self._stats["aligned_pairs"] = int(have.sum())
         self._stats["aligned_seconds"] = round(time.perf_counter() - started, 3)
-        return cos
+        if cross_seconds:
+            self._stats["cross_seconds"] = round(cross_seconds, 3)
+        return out
 
     # ---- what a cosine cannot overrule ---------------------------------------------------------
     #

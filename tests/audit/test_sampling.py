@@ -33,6 +33,17 @@ def test_band_of():
     assert band_of("minhash", 1.0) == "0.95-1.00"
     assert band_of("minhash", 0.7) == "<0.80"
     assert band_of("url", 1.0) == band_of("exact", None) == "all"
+    # A cross-encoder's logit is on no cosine band's scale: its drops form a stratum of their own.
+    assert band_of("semantic", 0.95) == "0.94-0.96"
+    assert band_of("semantic", 3.2, "cross_logit") == band_of("semantic", 0.95, "cross_logit") == "cross-encoder"
+
+
+def test_cross_encoder_drops_are_sampled_in_their_own_stratum():
+    decisions = _decisions({("semantic", 0.97): 4, ("semantic", 2.9): 3})
+    decisions["score_kind"] = ["cross_logit" if s == 2.9 else "cosine" if a == "drop" else None
+                               for s, a in zip(decisions["score"], decisions["action"], strict=True)]
+    sample = draw_sample(decisions, "2026-W49", per_stratum=10)
+    assert sample.groupby("band").size().to_dict() == {"0.96-0.98": 4, "cross-encoder": 3}
 
 
 def test_same_week_same_sample_and_order_independent():

@@ -32,6 +32,20 @@ def test_replay_rules():
         replay(decisions, {"url": 1})
 
 
+def test_a_cosine_threshold_does_not_replay_a_cross_encoder_drop():
+    row = {"batch_id": "b", "action": "drop", "layer": "semantic", "matched_doc_id": "x", "matched_batch_id": "b"}
+    decisions = pd.DataFrame([
+        {**row, "doc_id": "cos", "score": 0.95, "threshold": 0.945, "score_kind": "cosine"},
+        {**row, "doc_id": "logit", "score": 2.6, "threshold": 2.37, "score_kind": "cross_logit"},
+    ])
+    # At 0.96 the cosine drop is undone; the logit 2.6 passes any cosine but was judged on its own scale.
+    result = replay(decisions, {"semantic": 0.96})
+    assert result.changes["doc_id"].tolist() == ["cos"]
+    assert result.per_layer.iloc[0][["drops_before", "drops_after"]].tolist() == [2, 1]
+    assert any("1 semantic drops confirmed by a cross-encoder" in n for n in result.notes)
+    assert not any("cross-encoder" in n for n in replay(decisions, {"minhash": 0.9}).notes)
+
+
 def test_replay_matches_full_recomputation(week_root, week_decisions, tmp_path):
     """Recompute the week with the new thresholds (run_batch on the same crawl) and compare.
 

@@ -28,3 +28,21 @@ class FakeEmbedder(Embedder):
             for j in range(max(len(text) - 2, 1)):
                 out[i, zlib.crc32(text[j : j + 3].encode()) % self.dim] += 1.0
         return out
+
+
+def write_cross_encoder(path, bias: float, weight_seed: int | None = None, side: int = 64):
+    """A cross-encoder file in ``bench.cross_probe --save-model``'s format, untrained: the shipped
+    e5-small encoder and a head whose weights are zero (every pair scores ``bias``) or, with
+    ``weight_seed``, random (scores differ by pair)."""
+    import torch
+
+    from dedup_tasks.embed.e5_torch import E5Torch
+
+    model = E5Torch(threads=1)
+    head = torch.nn.Linear(model.H, 1)
+    torch.nn.init.zeros_(head.weight)
+    if weight_seed is not None:
+        head.weight.data = torch.from_numpy(np.random.default_rng(weight_seed).normal(0, 1, (1, model.H)).astype(np.float32))
+    torch.nn.init.constant_(head.bias, bias)
+    torch.save({"encoder": model.encoder.state_dict(), "head": head.state_dict(), "side": side}, path)
+    return path

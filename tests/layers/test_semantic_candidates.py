@@ -13,7 +13,7 @@ from dedup_tasks.layers.base import LayerContext
 from dedup_tasks.layers.semantic import SemanticLayer
 from dedup_tasks.registry.base import MemoryRegistry
 from dedup_tasks.registry.embeddings import store_for
-from tests.embed.fakes import FakeEmbedder
+from tests.embed.fakes import FakeEmbedder, write_cross_encoder
 from tests.layers.batches import prepared_batch
 
 B0, B1 = "2026-12-01T00", "2026-12-01T01"
@@ -178,4 +178,52 @@ def test_aligned_confirmation_scores_sketch_pairs_by_their_sentences(fake) -> No
     drops = out.drops.to_pylist()
     assert [(r["doc_id"], r["matched_doc_id"]) for r in drops] == [("a2", "a0")]
     assert abs(drops[0]["score"] - expected) < 1e-5 and out.stats.extra["aligned_pairs"] >= 1
+    assert run(expected + 1e-4).drops.num_rows == 0
+
+
+def test_cross_confirmation_scores_sketch_pairs_by_the_cross_encoder_in_logits(fake, tmp_path) -> None:
+    pytest.importorskip("torch")
+    from dedup_tasks.embed.aligned import sentences
+
+    model = write_cross_encoder(tmp_path / "flat.pt", bias=1.5)  # every sentence pair: logit 1.5
+    b0 = batch_of([STORY, UNRELATED, REWRITE], "a")
+    newer = sentences(SemanticLayer(config())._sentence_texts(b0, np.arange(3))[2])
+    assert len(newer) == 2
+
+    def run(threshold: float):
+        cfg = config(semantic_sketch_confirm="cross", semantic_aligned_head_min=0.0,
+                     semantic_cross_encoder_en=str(model), semantic_cross_threshold_en=threshold)
+        return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
+
+    out = run(1.4)
+    drops = out.drops.to_pylist()
+    assert [(r["doc_id"], r["matched_doc_id"]) for r in drops] == [("a2", "a0")]
+    drop = drops[0]
+    # A logit is on no cosine's scale: the row says so, and holds the logit threshold it passed.
+    assert drop["score_kind"] == "cross_logit"
+    assert drop["score"] == pytest.approx(1.5, abs=1e-5) and drop["threshold"] == pytest.approx(1.4)
+    assert drop["reason"].startswith("cross-encoder logit 1.50 >= 1.40 over 2 aligned sentences (model cross-e5-")
+    assert drop["reason"].endswith(f") to doc a0 of batch {B0}")
+    assert out.stats.extra["cross_pairs"] >= 1 and out.stats.extra["cross_models"]["en"].startswith("cross-e5-")
+    assert run(1.6).drops.num_rows == 0
+
+
+def test_a_language_without_a_cross_encoder_keeps_the_aligned_cosine(fake, tmp_path) -> None:
+    pytest.importorskip("torch")
+    from dedup_tasks.embed.aligned import aligned_scores
+
+    # A zh model that would pass every pair must not judge an English pair.
+    model = write_cross_encoder(tmp_path / "zh.pt", bias=9.0)
+    b0 = batch_of([STORY, UNRELATED, REWRITE], "a")
+    texts = SemanticLayer(config())._sentence_texts(b0, np.arange(3))
+    expected = float(aligned_scores(FakeEmbedder().encode, [texts[2]], [texts[0]])[0])
+
+    def run(threshold: float):
+        cfg = config(semantic_sketch_confirm="cross", semantic_aligned_head_min=0.0, semantic_sketch_threshold_en=threshold,
+                     semantic_cross_encoder_zh=str(model), semantic_cross_threshold_zh=-5.0)
+        return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
+
+    drops = run(expected - 1e-4).drops.to_pylist()
+    assert [(r["doc_id"], r["score_kind"]) for r in drops] == [("a2", "cosine")]
+    assert abs(drops[0]["score"] - expected) < 1e-5 and drops[0]["reason"].startswith("cosine ")
     assert run(expected + 1e-4).drops.num_rows == 0

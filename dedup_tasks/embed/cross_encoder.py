@@ -1,0 +1,145 @@
+"""A cross-encoder that confirms rewrite candidates sentence by sentence (L4's sketch path).
+
+The bi-encoder's cosine reads each text alone; a cross-encoder reads two sentences together, as one
+sequence ``<s> A </s></s> B </s>``, and gives one logit for "the same statement". It is the shipped
+e5-small encoder (``embed.e5_torch``) with fine-tuned weights and one linear unit on its mean-pooled
+vector, loaded from a file ``bench.cross_probe --save-model`` writes. No weights ship with the
+product: the recipe trains on research-only paraphrase pairs, so a deployment trains its own and
+names the file (config ``semantic_cross_encoder_<lang>``). Nothing is downloaded.
+
+A story pair (newer, earlier) is scored as in ``embed.aligned``: each newer sentence is aligned to its
+nearest earlier sentence by the layer's embedder, each aligned pair is scored both ways round, and the
+story's score is the mean logit over its newer sentences (docs/semantic.md, session 14: on the MRPC
+stories it separates rewrites from same-topic stories at d' 2.5, the aligned cosine at 1.8).
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+from dedup_tasks.embed.aligned import aligned_pairs
+
+# The pooled vector is L2-normalized; the head was trained on it scaled by this (bench.cross_probe).
+POOLED_SCALE = 10.0
+PAIR_BATCH = 32
+
+
+class CrossEncoderError(ValueError):
+    """A cross-encoder file that cannot be used; names the file."""
+
+
+def pair_ids(tokenizer, a: list[str], b: list[str], side: int) -> list[list[int]]:
+    """Token ids of each pair (a[i], b[i]) read together: ``<s> A </s></s> B </s>``, each side cut at
+    ``side`` tokens (XLM-R's pair layout, e5's "query: " prefix on both)."""
+    ea = tokenizer.encode(["query: " + x for x in a], side)
+    eb = tokenizer.encode(["query: " + x for x in b], side)
+    return [x + [tokenizer.eos] + y[1:] for x, y in zip(ea, eb, strict=True)]
+
+
+@dataclass(frozen=True)
+class StoryScores:
+    """Per story pair: the mean cross-encoder logit over the newer's aligned sentences (-inf where
+    either text has no sentence) and how many sentences it averaged."""
+
+    logit: np.ndarray
+    sentences: np.ndarray
+
+
+class CrossEncoder:
+    """``logits(a, b)``: one symmetric logit per sentence pair; ``story_scores``: per story pair."""
+
+    def __init__(self, path: str | Path, threads: int = 1) -> None:
+        import torch
+
+        from dedup_tasks.embed.e5_torch import E5Torch
+
+        path = Path(path)
+        if not path.is_file():
+            raise CrossEncoderError(f"cross-encoder file {path} does not exist")
+        raw = path.read_bytes()
+        try:
+            state = torch.load(io.BytesIO(raw), weights_only=True)
+            model = E5Torch(threads=threads)
+            model.encoder.load_state_dict(state["encoder"])
+            head = torch.nn.Linear(model.H, 1)
+            head.load_state_dict(state["head"])
+            side = int(state["side"])
+        except (KeyError, RuntimeError, TypeError, ValueError, pickle.UnpicklingError) as exc:
+            raise CrossEncoderError(
+                f"cross-encoder file {path} is not a bench.cross_probe --save-model file for the shipped e5-small: {exc}"
+            ) from exc
+        # The model id names the weights, not the path: a retrained file is another model.
+        self._set(model, head, side, "cross-e5-" + xxhash.xxh64_hexdigest(raw)[:12])
+
+    @classmethod
+    def from_parts(cls, model, head, side: int, model_id: str = "cross-e5-unsaved") -> CrossEncoder:
+        """A cross-encoder over an ``E5Torch`` and a head in memory (the trainer's, before it saves)."""
+        out = cls.__new__(cls)
+        out._set(model, head, side, model_id)
+        return out
+
+    def _set(self, model, head, side: int, model_id: str) -> None:
+        self._model, self._head, self.side, self.model_id = model, head, int(side), model_id
+        model.encoder.eval()
+
+    def one_way(self, a: list[str], b: list[str]) -> np.ndarray:
+        """The logit of each pair read in the given order (``a[i]`` first)."""
+        import torch
+
+        out = []
+        with torch.inference_mode():
+            for s in range(0, len(a), PAIR_BATCH):
+                ids = pair_ids(self._model.tokenizer, a[s:s + PAIR_BATCH], b[s:s + PAIR_BATCH], self.side)
+                out.append(self._head(self._model.forward_ids(ids) * POOLED_SCALE).squeeze(1).numpy())
+        return np.concatenate(out).astype(float) if out else np.zeros(0)
+
+    def logits(self, a: list[str], b: list[str]) -> np.ndarray:
+        """The logit of each pair (a[i], b[i]), the mean of both orders (the model reads them unequally).
+        The two orders run side by side in two Python threads (torch releases the GIL), each one torch
+        thread: in a process where numba's OpenMP pool has run, torch's own threads cost 3-4x the CPU
+        (docs/semantic.md, session 9)."""
+        if len(a) != len(b):
+            raise ValueError(f"{len(a)} first sentences for {len(b)} second ones")
+        if len(a) < PAIR_BATCH:
+            return 0.5 * (self.one_way(a, b) + self.one_way(b, a))
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(2, thread_name_prefix="cross") as pool:
+            ab, ba = pool.map(lambda order: self.one_way(*order), [(a, b), (b, a)])
+        return 0.5 * (ab + ba)
+
+    def story_scores(self, embed, newer: list[str], earlier: list[str]) -> StoryScores:
+        """Per pair (newer[i], earlier[i]): the mean logit of the newer's sentences against their aligned
+        earlier sentences (``embed``: the bi-encoder that aligns them, L2-normalized rows)."""
+        pairs = aligned_pairs(embed, newer, earlier)
+        logit = np.full(len(newer), -np.inf)
+        count = np.zeros(len(newer), np.int64)
+        if not pairs:
+            return StoryScores(logit, count)
+        story = np.array([p[0] for p in pairs], np.int64)
+        values = self.logits([p[1] for p in pairs], [p[2] for p in pairs])
+        count = np.bincount(story, minlength=len(newer))
+        total = np.bincount(story, weights=values, minlength=len(newer))
+        has = count > 0
+        logit[has] = total[has] / count[has]
+        return StoryScores(logit, count)
+
+
+_CACHE: dict[tuple[str, int], CrossEncoder] = {}
+_LOCK = threading.Lock()
+
+
+def get_cross_encoder(path: str | Path, threads: int = 1) -> CrossEncoder:
+    """The process-wide cross-encoder of ``path``, loaded on first use (an hourly task loads it once)."""
+    key = (str(Path(path).resolve()), int(threads))
+    with _LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = CrossEncoder(path, threads)
+        return _CACHE[key]

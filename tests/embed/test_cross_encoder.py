@@ -1,0 +1,81 @@
+"""The cross-encoder confirmer (embed.cross_encoder): offline load, symmetric logits, story scores, bad files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from dedup_tasks.embed.cross_encoder import CrossEncoder, CrossEncoderError, pair_ids  # noqa: E402
+from tests.embed.fakes import FakeEmbedder, write_cross_encoder  # noqa: E402
+
+STORY = ("Shares of Northwind fell 14 percent on Monday. The company cut its forecast. "
+         "Chief executive Maria Olsen said the strike would cost 40 million euros.")
+REWRITE = ("Northwind stock dropped 14 percent Monday. Maria Olsen put the strike's cost at 40 million euros. "
+           "The firm lowered its forecast.")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, object]:
+    base = tmp_path_factory.mktemp("cross")
+    return {
+        "flat": write_cross_encoder(base / "flat.pt", bias=1.5),
+        "random": write_cross_encoder(base / "random.pt", bias=0.0, weight_seed=7),
+    }
+
+
+def test_a_flat_head_scores_every_story_by_its_bias_over_the_newer_sentences(files) -> None:
+    model = CrossEncoder(files["flat"])
+    scores = model.story_scores(FakeEmbedder().encode, [REWRITE, "", STORY], [STORY, STORY, ""])
+    assert scores.logit[0] == pytest.approx(1.5, abs=1e-5)
+    assert scores.sentences.tolist() == [3, 0, 0]  # the rewrite's three sentences; nothing without text
+    assert np.isneginf(scores.logit[1:]).all()
+
+
+def test_logits_read_both_orders_and_differ_by_pair(files) -> None:
+    model = CrossEncoder(files["random"])
+    a = ["The company cut its forecast.", "Shares fell 14 percent."]
+    b = ["The firm lowered its forecast.", "It rained in Rotterdam on Monday."]
+    ab, ba = model.logits(a, b), model.logits(b, a)
+    assert np.allclose(ab, ba, atol=1e-5)
+    assert abs(ab[0] - ab[1]) > 1e-3  # a head with weights tells pairs apart
+    one_way = model.one_way(a, b)
+    assert not np.allclose(one_way, model.one_way(b, a), atol=1e-5)  # the model itself reads them unequally
+    many_a, many_b = [f"{x} ({i})" for i in range(20) for x in a], [f"{x} ({i})" for i in range(20) for x in b]
+    threaded = model.logits(many_a, many_b)  # 40 pairs: the two orders run in two threads
+    assert np.allclose(threaded, 0.5 * (model.one_way(many_a, many_b) + model.one_way(many_b, many_a)), atol=1e-5)
+    with pytest.raises(ValueError, match="2 first sentences for 1"):
+        model.logits(a, b[:1])
+
+
+def test_pairs_are_read_as_one_sequence_in_the_xlmr_layout(files) -> None:
+    tok = CrossEncoder(files["flat"])._model.tokenizer
+    ids = pair_ids(tok, ["alpha beta"], ["gamma"], side=64)[0]
+    a, b = tok.encode(["query: alpha beta"], 64)[0], tok.encode(["query: gamma"], 64)[0]
+    assert ids == a + [tok.eos] + b[1:]  # <s> A </s></s> B </s>
+    long = pair_ids(tok, ["word " * 200], ["word " * 200], side=16)[0]
+    assert len(long) == 16 + 1 + 15  # each side cut at its own budget
+
+
+def test_the_model_id_names_the_weights_not_the_path(files, tmp_path) -> None:
+    import shutil
+
+    copy = shutil.copy(files["flat"], tmp_path / "elsewhere.pt")
+    assert CrossEncoder(copy).model_id == CrossEncoder(files["flat"]).model_id
+    assert CrossEncoder(files["random"]).model_id != CrossEncoder(files["flat"]).model_id
+
+
+def test_a_missing_or_foreign_file_is_refused_by_name(tmp_path) -> None:
+    import torch
+
+    with pytest.raises(CrossEncoderError, match="absent.pt does not exist"):
+        CrossEncoder(tmp_path / "absent.pt")
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a torch file")
+    with pytest.raises(CrossEncoderError, match="junk.pt is not a bench.cross_probe --save-model file"):
+        CrossEncoder(junk)
+    wrong = tmp_path / "wrong.pt"
+    torch.save({"encoder": {}, "head": torch.nn.Linear(3, 1).state_dict(), "side": 64}, wrong)
+    with pytest.raises(CrossEncoderError, match="wrong.pt"):
+        CrossEncoder(wrong)
