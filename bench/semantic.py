@@ -96,8 +96,9 @@ def run(
             "false_drops": fp,
             "false_drop_rate": fp / int(non_dup.get(lang, 1)),
             "false_drops_by_kind": g[~g["is_duplicate"].astype(bool)]["kind"].value_counts().to_dict(),
-            "cosine_min": float(g.loc[g["score_kind"] != "cross_logit", "score"].min()),
-            "cross_logit_min": float(g.loc[g["score_kind"] == "cross_logit", "score"].min()),
+            **{f"{kind}_min": (float(v.min()) if len(v) else None)
+               for kind, v in (("cosine", g.loc[g["score_kind"] != "cross_logit", "score"]),
+                               ("cross_logit", g.loc[g["score_kind"] == "cross_logit", "score"]))},
             "threshold": sorted(set(g["threshold"].dropna().round(4).tolist())),
         }
     if reworded:
