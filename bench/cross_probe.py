@@ -1,6 +1,6 @@
 """Does e5-small fine-tuned as a cross-encoder confirm rewrites better than the aligned cosine? (docs/semantic.md, sessions 13-14)
 
-    python -m bench.cross_probe [--lang en|zh] [--steps 700] [--decay] [--no-random] [--save-model M.pt] [--save S.npz]
+    python -m bench.cross_probe [--lang en|zh] [--steps 700] [--decay] [--no-random] [--seed 0] [--save-model M.pt] [--save S.npz]
     python -m bench.cross_probe rescore M.pt en S.npz     # a saved model against today's sentence alignment
     python -m bench.cross_probe report S.npz              # the tables again, from the saved scores
 

@@ -176,3 +176,37 @@ def test_missing_partition_fails_clearly(tmp_path, pg_dsn, registry_schema):
         run_step("validate", BatchPaths(tmp_path, "2026-12-01T05"), DedupConfig(root=str(tmp_path)), registry)
     registry.close()
     assert not (tmp_path / "deduped").exists()
+
+
+def test_steps_confirm_rewrites_by_sentences_as_one_process_does(sample_crawl, tmp_path, pg_dsn, registry_schema):
+    """The per-task path hands L4 the input text its sentence confirmation needs, as the CLI's one
+    process does: the same cross-encoder drops either way (a head that passes every pair)."""
+    pytest.importorskip("torch")
+    from dedup_tasks.config import DedupConfig
+    from dedup_tasks.io import BatchPaths, read_input
+    from dedup_tasks.pipeline import publish, run_batch
+    from dedup_tasks.registry.postgres import PostgresRegistry
+    from dedup_tasks.steps import STEPS, run_step
+    from tests.embed.fakes import write_cross_encoder
+
+    model = write_cross_encoder(tmp_path / "pass-all.pt", bias=5.0)
+    settings = dict(semantic_sketch=True, semantic_sketch_confirm="cross", semantic_aligned_head_min=0.0,
+                    semantic_cross_encoder_en=str(model), semantic_cross_threshold_en=4.0,
+                    semantic_cross_encoder_zh=str(model), semantic_cross_threshold_zh=4.0)
+    steps_root = _copy_crawl(sample_crawl, tmp_path / "steps")
+    one_root = _copy_crawl(sample_crawl, tmp_path / "one")
+    schema = registry_schema + "_steps"
+    registry = PostgresRegistry(pg_dsn, schema=schema, auto_migrate=True)
+    for step in STEPS:
+        run_step(step, BatchPaths(steps_root, HOURS[0]), DedupConfig(root=str(steps_root), db_schema=schema, **settings), registry)
+    registry.close()
+    schema = registry_schema + "_one"
+    registry = PostgresRegistry(pg_dsn, schema=schema, auto_migrate=True)
+    paths = BatchPaths(one_root, HOURS[0])
+    table, _ = read_input(paths.input)
+    publish(paths, run_batch(table, HOURS[0], DedupConfig(root=str(one_root), db_schema=schema, **settings), registry))
+    registry.close()
+    steps = _decisions(steps_root, HOURS[0])
+    assert steps.equals(_decisions(one_root, HOURS[0]))
+    by_cross = steps[steps.score_kind == "cross_logit"]
+    assert len(by_cross) > 0 and by_cross.reason.str.startswith("cross-encoder logit 5.00 >= 4.00 over ").all()
