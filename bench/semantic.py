@@ -127,13 +127,14 @@ def run(
 
 
 def bench_config(config) -> dict[str, Any]:
-    """The L4 settings of a run, a cross-encoder named by its file name and model id (not its path:
-    results are committed and hold no path of the machine that wrote them)."""
-    out = {k: v for k, v in config.decision_fields().items() if k.startswith(("semantic", "suspect", "embed"))}
-    for lang, path in config.cross_encoder_files().items():
-        from dedup_tasks.embed.cross_encoder import get_cross_encoder
+    """The L4 settings of a run, a cross-encoder file named by its file name and model id (not its
+    path: results are committed and hold no path of the machine that wrote them)."""
+    from dedup_tasks.embed.cross_encoder import get_cross_encoder
 
-        out[f"semantic_cross_encoder_{lang}"] = f"{Path(path).name} ({get_cross_encoder(path).model_id})"
+    out = {k: v for k, v in config.decision_fields().items() if k.startswith(("semantic", "suspect", "embed"))}
+    for lang in ("en", "zh"):
+        if path := out.get(f"semantic_cross_encoder_{lang}"):
+            out[f"semantic_cross_encoder_{lang}"] = f"{Path(path).name} ({get_cross_encoder(path).model_id})"
     return out
 
 

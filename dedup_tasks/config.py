@@ -249,7 +249,8 @@ class DedupConfig:
     # the mean cross-encoder logit over the aligned sentences (dedup_tasks.embed.cross_encoder) and drops
     # at semantic_cross_threshold_<lang>, a logit (model-specific: it comes with the file). No file ships:
     # the recipe (bench.cross_probe --save-model) trains on research-only pairs. A language without a
-    # file keeps the aligned cosine and its semantic_sketch_threshold_<lang>.
+    # file keeps the aligned cosine and its semantic_sketch_threshold_<lang>. A relative path is read
+    # from the working directory of the process (an Airflow worker's may differ from yours).
     semantic_cross_encoder_en: str = ""
     semantic_cross_encoder_zh: str = ""
     semantic_cross_threshold_en: float | None = None
@@ -301,7 +302,7 @@ class DedupConfig:
                 raise ConfigError(
                     f"semantic_cross_encoder_{lang} needs semantic_cross_threshold_{lang}: a logit threshold belongs to its model"
                 )
-        if self.semantic_sketch_confirm == "cross" and not self.cross_encoder_files():
+        if self.semantic_sketch_confirm == "cross" and not self.cross_encoders():
             raise ConfigError("semantic_sketch_confirm='cross' needs semantic_cross_encoder_en or semantic_cross_encoder_zh (a file)")
         if self.semantic_mode not in ("suspects", "full"):
             raise ConfigError("semantic_mode must be 'suspects' or 'full'")
@@ -378,9 +379,13 @@ class DedupConfig:
         """Whether L4 scores rewrite candidates by their sentences (which it cuts from the input text)."""
         return self.semantic_sketch and self.semantic_sketch_confirm in ("aligned", "cross")
 
-    def cross_encoder_files(self) -> dict[str, str]:
-        """{language: cross-encoder file} of the languages whose sketch pairs a cross-encoder confirms."""
-        return {lang: path for lang in ("en", "zh") if (path := getattr(self, f"semantic_cross_encoder_{lang}"))}
+    def cross_encoders(self) -> dict[str, tuple[str, float]]:
+        """{language: (cross-encoder file, its logit threshold)} of the languages whose sketch pairs a
+        cross-encoder confirms (``semantic_sketch_confirm="cross"``; empty otherwise)."""
+        if self.semantic_sketch_confirm != "cross":
+            return {}
+        return {lang: (path, float(getattr(self, f"semantic_cross_threshold_{lang}")))
+                for lang in ("en", "zh") if (path := getattr(self, f"semantic_cross_encoder_{lang}"))}
 
     def semantic_threshold_for(self, lang: str | None) -> float:
         """The cosine a document of language ``lang`` is dropped at (its own threshold, else the default)."""

@@ -564,12 +564,12 @@ class SemanticLayer(Layer):
             earlier[i] = t
         have = np.array([t is not None for t in earlier], bool)
         embed = self._embedder().encode
-        files = cfg.cross_encoder_files() if cfg.semantic_sketch_confirm == "cross" else {}
-        langs = strings_np(batch, "_lang")[sus_row[pairs]] if files and "_lang" in batch.column_names else np.full(len(pairs), None, object)
+        models = cfg.cross_encoders()
+        langs = strings_np(batch, "_lang")[sus_row[pairs]] if models and "_lang" in batch.column_names else np.full(len(pairs), None, object)
         cross_seconds = 0.0
-        for lang in [*files, None]:
+        for lang in [*models, None]:
             # A language with a cross-encoder, then every other pair by the aligned cosine.
-            mine = have & (langs == lang) if lang is not None else have & ~np.isin(langs, list(files))
+            mine = have & (langs == lang) if lang is not None else have & ~np.isin(langs, list(models))
             sel = np.flatnonzero(mine)
             if not len(sel):
                 continue
@@ -578,12 +578,13 @@ class SemanticLayer(Layer):
                 out.score[pairs[sel]] = aligned_scores(embed, texts_new, texts_old)
                 continue
             t0 = time.perf_counter()
-            model = get_cross_encoder(files[lang])
+            path, threshold = models[lang]
+            model = get_cross_encoder(path)
             story = model.story_scores(embed, texts_new, texts_old)
             at = pairs[sel]
             out.score[at] = story.logit
             out.cross[at] = True
-            out.threshold[at] = float(getattr(cfg, f"semantic_cross_threshold_{lang}"))
+            out.threshold[at] = threshold
             out.sentences[at] = story.sentences
             out.model_id[at] = model.model_id
             self._stats.setdefault("cross_models", {})[lang] = model.model_id
