@@ -239,6 +239,12 @@ class DedupConfig:
     semantic_sketch_threshold_en: float | None = None
     semantic_sketch_threshold_zh: float | None = None
     semantic_sketch_min_chars: int = 0
+    # A rewrite candidate is refused before anything is embedded when the newer states at least
+    # semantic_sketch_facts_min_new distinct values (figures, dates), and semantic_sketch_facts_min_share
+    # of its own, that the earlier never states: another day's market report or seat sale under the same
+    # headline is not the same story, whatever a model says of its wording (0: off).
+    semantic_sketch_facts_min_new: int = 2
+    semantic_sketch_facts_min_share: float = 0.5
     # How a sketch pair is confirmed: "head" (the cosine of the two heads' embeddings) or "aligned"
     # (dedup_tasks.embed.aligned: mean over the newer's sentences of the best cosine to a sentence of
     # the earlier; then semantic_sketch_threshold_* apply to that score). Aligned scoring embeds the
@@ -430,6 +436,8 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "semantic_sketch_threshold_zh": (-1.0, 1.0),
     "semantic_sketch_threshold_en": (-1.0, 1.0),
     "semantic_sketch_min_chars": (0, None),
+    "semantic_sketch_facts_min_new": (0, None),
+    "semantic_sketch_facts_min_share": (0.0, 1.0),
     "semantic_aligned_head_min": (-1.0, 1.0),
     "suspect_hamming_max": (0, 64),
     "suspect_jaccard_min": (0.0, 1.0),

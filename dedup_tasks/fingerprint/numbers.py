@@ -271,6 +271,52 @@ def changed_numbers(nums, num_off, d, c):
 
 
 @njit(cache=True)
+def absent_values(nums, num_off, d, c):
+    """(distinct values of d that c never states, distinct values of d), frames aside: a rewrite keeps
+    a story's figures but not the words around them, so the frame a copy keeps is no evidence there."""
+    absent = 0
+    total = 0
+    for i in range(num_off[d], num_off[d + 1]):
+        v = value_of(nums[i])
+        repeat = False
+        for k in range(num_off[d], i):
+            if value_of(nums[k]) == v:
+                repeat = True
+                break
+        if repeat:
+            continue
+        total += 1
+        found = False
+        for k in range(num_off[c], num_off[c + 1]):
+            if value_of(nums[k]) == v:
+                found = True
+                break
+        if not found:
+            absent += 1
+    return absent, total
+
+
+@njit(cache=True)
+def _pair_values_differ(nums, num_off, newer, earlier, min_new, min_share):
+    out = np.zeros(len(newer), np.bool_)
+    for i in range(len(newer)):
+        absent, total = absent_values(nums, num_off, newer[i], earlier[i])
+        out[i] = absent >= min_new and absent >= min_share * total
+    return out
+
+
+def pair_values_differ(
+    nums: np.ndarray, num_off: np.ndarray, newer: np.ndarray, earlier: np.ndarray, min_new: int, min_share: float
+) -> np.ndarray:
+    """Per pair (newer[i], earlier[i]): the newer states at least ``min_new`` distinct values the earlier
+    never states, and ``min_share`` of its distinct values. The facts check of a rewrite candidate."""
+    return _pair_values_differ(
+        np.ascontiguousarray(nums, np.uint64), np.asarray(num_off, np.int64), np.asarray(newer, np.int64),
+        np.asarray(earlier, np.int64), int(min_new), float(min_share),
+    )  # fmt: skip
+
+
+@njit(cache=True)
 def changed_in_place(nums, num_off, d, c):
     """Distinct numbers of d that stand where c states another figure: c has a number with both of its
     frames (the CONTEXT letters before *and* after it, a place in a sentence both texts have) and c

@@ -31,7 +31,7 @@ from dedup_tasks.contract import CROSS_LOGIT
 from dedup_tasks.embed.cross_encoder import get_cross_encoder
 from dedup_tasks.embed.embedders import document_text, get_embedder, model_id_for
 from dedup_tasks.embed.sketch import SKETCH_MODEL_ID, story_sketches
-from dedup_tasks.fingerprint.numbers import pair_facts_differ
+from dedup_tasks.fingerprint.numbers import pair_facts_differ, pair_values_differ
 from dedup_tasks.io import partition_of
 from dedup_tasks.layers.base import Drops, Layer, LayerContext, LayerOutput, fixed_text, strings_np
 from dedup_tasks.layers.near import URL_UPDATE, bool_col, number_sets, text_lengths
@@ -376,7 +376,7 @@ class SemanticLayer(Layer):
         drops = self._confirm(
             batch, ctx, store, np.concatenate([sus_row, s_row]).astype(np.int64),
             np.concatenate([cand_doc, s_doc]).astype(object), np.concatenate([cand_batch, s_batch]).astype(object),
-            pair_min, np.concatenate([np.zeros(len(sus_row), bool), np.full(len(s_row), self.config.semantic_confirms_by_sentences)]),
+            pair_min, np.concatenate([np.zeros(len(sus_row), bool), np.ones(len(s_row), bool)]),
         )
         # The story sketch of every document this layer keeps, stored once: later batches search them.
         kept = np.ones(batch.num_rows, bool)
@@ -389,12 +389,13 @@ class SemanticLayer(Layer):
     def _confirm(
         self, batch: pa.Table, ctx: LayerContext, store: EmbeddingStore,
         sus_row: np.ndarray, cand_doc: np.ndarray, cand_batch: np.ndarray, pair_min: np.ndarray | None = None,
-        aligned: np.ndarray | None = None,
+        sketch: np.ndarray | None = None,
     ) -> Drops:
         """The transformer's verdict on candidate pairs: drop a row at cosine >= its language's threshold
         (``pair_min``: per pair, a threshold of its own; NaN: the language's), unless the lexical
-        evidence objects (``_pair_objections``, ``_hit_objections``). Pairs marked ``aligned`` are scored
-        by their sentences (``_aligned``) instead of the head cosine.
+        evidence objects (``_pair_objections``, ``_hit_objections``). ``sketch`` marks the rewrite
+        candidates: the facts check reads their values (``semantic_sketch_facts_*``), and where
+        ``semantic_sketch_confirm`` says so their sentences are scored (``_aligned``) instead of the heads.
 
         Cheapest test first: the objections overrule any cosine, so a named pair they refuse is settled
         before anything is embedded, and a text that only refused pairs need is never embedded."""
@@ -411,7 +412,8 @@ class SemanticLayer(Layer):
             a[usable] for a in (sus_row, cand_doc, cand_batch, cand_row, in_batch)
         )
         pair_min = None if pair_min is None else np.asarray(pair_min, float)[usable]
-        aligned = np.zeros(len(sus_row), bool) if aligned is None else np.asarray(aligned, bool)[usable]
+        sketch = np.zeros(len(sus_row), bool) if sketch is None else np.asarray(sketch, bool)[usable]
+        aligned = sketch & self.config.semantic_confirms_by_sentences
         self._stats["suspects"] = len(np.unique(sus_row))
         if len(sus_row) == 0:
             return Drops.none()
@@ -429,7 +431,7 @@ class SemanticLayer(Layer):
         ext_of_pair[ext] = inverse.reshape(-1)
 
         facts = self._fact_sets(batch, ctx, np.unique(np.concatenate([sus_row, cand_row[in_batch]])), ext_doc, ext_bat)
-        live = ~self._pair_objections(batch, facts, sus_row, cand_row, in_batch, ext_of_pair)
+        live = ~self._pair_objections(batch, facts, sus_row, cand_row, in_batch, ext_of_pair, sketch)
         self._stats["pairs_refused_unembedded"] = int((~live).sum())
         if not live.any():
             return Drops.none()
@@ -630,10 +632,13 @@ class SemanticLayer(Layer):
 
     def _pair_objections(
         self, batch: pa.Table, facts: tuple | None, sus_row: np.ndarray, cand_row: np.ndarray, in_batch: np.ndarray,
-        ext_of_pair: np.ndarray,
+        ext_of_pair: np.ndarray, sketch: np.ndarray,
     ) -> np.ndarray:
         """Named pairs no cosine may drop: the suspect is a URL update, or its facts differ from the
-        candidate's. A pair whose earlier text was not found cannot be checked: the cosine decides."""
+        candidate's: other figures where the candidate's sentences state some (both kinds of pair), or,
+        for a rewrite candidate (``sketch``), values the candidate never states (a rewrite keeps a
+        story's figures but not the words around them). A pair whose earlier text was not found cannot
+        be checked: the score decides."""
         cfg = self.config
         refused = self._updates(batch)[sus_row]
         self._stats["vetoed_update"] = int(refused.sum())
@@ -643,7 +648,13 @@ class SemanticLayer(Layer):
         nums, offsets, set_of_row, set_of_ext = facts
         earlier = np.where(in_batch, set_of_row[np.maximum(cand_row, 0)], np.append(set_of_ext, -1)[ext_of_pair])
         pairs = np.flatnonzero(~refused & (earlier >= 0))
-        differ = pair_facts_differ(nums, offsets, set_of_row[sus_row[pairs]], earlier[pairs], cfg.minhash_facts_min_new, cfg.minhash_facts_min_share)
+        newer = set_of_row[sus_row[pairs]]
+        differ = pair_facts_differ(nums, offsets, newer, earlier[pairs], cfg.minhash_facts_min_new, cfg.minhash_facts_min_share)
+        if cfg.semantic_sketch_facts_min_new > 0 and sketch[pairs].any():
+            values = pair_values_differ(nums, offsets, newer, earlier[pairs], cfg.semantic_sketch_facts_min_new,
+                                        cfg.semantic_sketch_facts_min_share)
+            self._stats["vetoed_values"] = int((values & ~differ & sketch[pairs]).sum())
+            differ |= values & sketch[pairs]
         refused[pairs[differ]] = True
         self._stats["vetoed_facts"] = int(differ.sum())
         return refused

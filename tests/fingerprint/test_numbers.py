@@ -12,9 +12,11 @@ from dedup_tasks.fingerprint.numbers import (
     FRAME_BITS,
     MAX_GROUPS,
     VALUE_BITS,
+    absent_values,
     changed_in_place,
     changed_numbers,
     number_hashes,
+    pair_values_differ,
 )
 
 FNV_OFFSET, FNV_PRIME, LOW32 = 2166136261, 16777619, 0xFFFFFFFF
@@ -159,6 +161,22 @@ def test_figures_in_place_count_other_values_where_both_texts_keep_the_sentence(
     assert changed_numbers(nums, off, 1, 0) == (1, 3)  # 1 of 3 framed: under the share a long text needs
     assert changed_in_place(nums, off, 2, 0) == 0  # the copy's own number stands in words the earlier lacks
     assert changed_in_place(nums, off, 0, 3) == 0  # the earlier states "march 26" elsewhere: not a change
+
+
+def test_a_rewrite_keeps_its_values_in_other_words_and_another_report_does_not():
+    earlier = "the nyse said a seat on the new york futures exchange sold for 200 dlrs the current bid is 200 dlrs and the offer 300 dlrs"
+    rewrite = "a new york futures exchange seat went for 200 dlrs the nyse said with 200 dlrs bid and 300 dlrs offered"
+    other_day = ("a seat changed hands on the nyfe at 200 dlrs unchanged from the sale on march 13 and a second went at "
+                 "100 dlrs with 100 dlrs bid and 300 dlrs offered")
+    one_new = rewrite + " volume was 12 seats"
+    nums, off = _numbers(earlier, rewrite, other_day, one_new)
+    assert absent_values(nums, off, 1, 0) == (0, 2)
+    assert absent_values(nums, off, 2, 0) == (2, 4)  # "march 13" and 100 of {200, march 13, 100, 300}
+    # The frames moved with the wording: the frame rule finds no figure in a place the earlier has.
+    assert changed_numbers(nums, off, 2, 0) == (0, 0)
+    got = pair_values_differ(nums, off, np.array([1, 2, 3]), np.array([0, 0, 0]), 2, 0.5)
+    assert got.tolist() == [False, True, False]  # one new value is not another report
+    assert pair_values_differ(nums, off, np.array([3]), np.array([0]), 1, 0.3).tolist() == [True]
 
 
 @pytest.mark.parametrize("seed", range(5))

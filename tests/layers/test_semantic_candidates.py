@@ -227,3 +227,25 @@ def test_a_language_without_a_cross_encoder_keeps_the_aligned_cosine(fake, tmp_p
     assert [(r["doc_id"], r["score_kind"]) for r in drops] == [("a2", "cosine")]
     assert abs(drops[0]["score"] - expected) < 1e-5 and drops[0]["reason"].startswith("cosine ")
     assert run(expected + 1e-4).drops.num_rows == 0
+
+
+# The same story's wording, another report's figures (9 percent, 25 million): no frame of STORY's survives.
+OTHER_REPORT = REWRITE.replace("14 percent", "9 percent").replace("40 million", "25 million")
+
+
+def test_a_rewrite_candidate_stating_other_values_is_refused_before_anything_is_embedded(fake, tmp_path) -> None:
+    pytest.importorskip("torch")
+    model = write_cross_encoder(tmp_path / "pass-all.pt", bias=9.0)
+    b0 = batch_of([STORY, UNRELATED, OTHER_REPORT], "a")
+
+    def run(min_new: int):
+        cfg = config(semantic_sketch_confirm="cross", semantic_aligned_head_min=0.0, semantic_cross_encoder_en=str(model),
+                     semantic_cross_threshold_en=1.0, semantic_sketch_facts_min_new=min_new)
+        return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
+
+    fake.calls.clear()
+    out = run(2)
+    assert out.drops.num_rows == 0 and out.stats.extra["vetoed_values"] == 1
+    assert fake.encoded == []  # settled before the model: nothing embedded
+    # The frame rule alone lets the pair through, to a model that passes anything.
+    assert run(0).drops.to_pylist()[0]["doc_id"] == "a2"
