@@ -132,13 +132,16 @@ class CrossEncoder:
         return StoryScores(logit, count)
 
 
-_CACHE: dict[tuple[str, int], CrossEncoder] = {}
+_CACHE: dict[tuple, CrossEncoder] = {}
 _LOCK = threading.Lock()
 
 
 def get_cross_encoder(path: str | Path, threads: int = 1) -> CrossEncoder:
-    """The process-wide cross-encoder of ``path``, loaded on first use (an hourly task loads it once)."""
-    key = (str(Path(path).resolve()), int(threads))
+    """The process-wide cross-encoder of ``path``, loaded on first use (an hourly task loads it once);
+    a file replaced since (a retrained model) is loaded again."""
+    resolved = Path(path).resolve()
+    stat = resolved.stat() if resolved.is_file() else None
+    key = (str(resolved), stat and (stat.st_mtime_ns, stat.st_size), int(threads))
     with _LOCK:
         if key not in _CACHE:
             _CACHE[key] = CrossEncoder(path, threads)

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from dedup_tasks.embed.cross_encoder import CrossEncoder, CrossEncoderError, pair_ids  # noqa: E402
+from dedup_tasks.embed.cross_encoder import CrossEncoder, CrossEncoderError, get_cross_encoder, pair_ids  # noqa: E402
 from tests.embed.fakes import FakeEmbedder, write_cross_encoder  # noqa: E402
 
 STORY = ("Shares of Northwind fell 14 percent on Monday. The company cut its forecast. "
@@ -79,3 +79,15 @@ def test_a_missing_or_foreign_file_is_refused_by_name(tmp_path) -> None:
     torch.save({"encoder": {}, "head": torch.nn.Linear(3, 1).state_dict(), "side": 64}, wrong)
     with pytest.raises(CrossEncoderError, match="wrong.pt"):
         CrossEncoder(wrong)
+
+
+def test_the_process_keeps_one_model_per_file_until_the_file_is_replaced(files, tmp_path) -> None:
+    import shutil
+
+    path = tmp_path / "model.pt"
+    shutil.copy(files["flat"], path)
+    first = get_cross_encoder(path)
+    assert get_cross_encoder(str(path)) is first
+    shutil.copy(files["random"], path)  # retrained in place
+    again = get_cross_encoder(path)
+    assert again is not first and again.model_id == CrossEncoder(files["random"]).model_id
