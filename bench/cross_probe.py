@@ -61,11 +61,8 @@ def save_scores(cross, lang: str, path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import torch
-
     from bench.train_pair_head import training_pairs
-    from dedup_tasks.embed.cross_encoder import POOLED_SCALE, CrossEncoder, pair_ids
-    from dedup_tasks.embed.e5_torch import E5Torch
+    from dedup_tasks.embed.cross_training import save, train
 
     p = argparse.ArgumentParser()
     p.add_argument("--lang", default="en")
@@ -79,41 +76,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--save", default="cross_probe_scores.npz", help="the scored pairs, for report()")
     p.add_argument("--seed", type=int, default=0, help="of the weight init order and the batches drawn")
     args = p.parse_args(argv)
-    torch.manual_seed(args.seed)
-    rng = np.random.default_rng(args.seed)
     a, b, y, counts = training_pairs(args.lang, random_pairs=not args.no_random)
     print(f"{args.lang}: {len(a):,} training pairs ({int(y.sum()):,} positive)", flush=True)
-    model = E5Torch(threads=2)
-    head = torch.nn.Linear(model.H, 1)
-    torch.nn.init.zeros_(head.weight)
-    params = [q for blk in model.encoder for sub in blk for q in sub.parameters()]
-    for q in params:
-        q.requires_grad_(True)
-    opt = torch.optim.AdamW([{"params": params, "lr": args.lr}, {"params": head.parameters(), "lr": 1e-2}])
-    warm = max(1, args.steps // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda k: (min(1.0, (k + 1) / warm) * max(0.0, (args.steps - k) / (args.steps - warm + 1))) if args.decay else 1.0)
-    model.encoder.train()
     t0 = time.time()
-    losses = []
-    for step in range(args.steps):
-        idx = rng.choice(len(a), args.batch, replace=False)
-        # both orders, so the score is symmetric enough
-        aa = [a[i] if k % 2 == 0 else b[i] for k, i in enumerate(idx)]
-        bb = [b[i] if k % 2 == 0 else a[i] for k, i in enumerate(idx)]
-        logit = head(model.forward_ids(pair_ids(model.tokenizer, aa, bb, args.side)) * POOLED_SCALE).squeeze(1)
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(logit, torch.tensor(y[idx], dtype=torch.float32))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        if step % 25 == 0:
-            print(f"  step {step}: loss {np.mean(losses[-25:]):.3f} ({time.time() - t0:.0f} s)", flush=True)
-    model.encoder.eval()
+    cross = train(a, b, y, steps=args.steps, batch=args.batch, lr=args.lr, side=args.side, decay=args.decay, seed=args.seed,
+                  log=lambda line: print("  " + line, flush=True))
     if args.save_model:
-        torch.save({"encoder": model.encoder.state_dict(), "head": head.state_dict(), "side": args.side}, args.save_model)
-    save_scores(CrossEncoder.from_parts(model, head, args.side), args.lang, args.save)
+        save(cross, args.save_model)
+    save_scores(cross, args.lang, args.save)
     report(args.save)
     print(f"done in {time.time() - t0:.0f} s")
 

@@ -1,4 +1,4 @@
-"""Command line: ``python -m dedup_tasks run|show|db|audit ...``."""
+"""Command line: ``python -m dedup_tasks run|show|db|audit|stoplist|cross-encoder ...``."""
 
 from __future__ import annotations
 
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_audit_parser(sub)
     sub.add_parser("stoplist", help="learn the registry index's stoplist from a sample of the crawl")
+    sub.add_parser("cross-encoder", help="train the cross-encoder that confirms rewrites (semantic_sketch_confirm=cross)")
     return parser
 
 
@@ -204,7 +205,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 # Commands with parsers of their own, which take everything after the command word (an argparse.REMAINDER
 # subparser would not take a leading option: `db --db-url URL compact`).
-_OWN_PARSERS = ("db", "stoplist")
+_OWN_PARSERS = ("db", "stoplist", "cross-encoder")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
             from dedup_tasks.stoplist_learn import stoplist_main
 
             return stoplist_main(args.rest)
+        if args.command == "cross-encoder":
+            from dedup_tasks.embed.cross_training import cross_encoder_main
+
+            return cross_encoder_main(args.rest)
     except (ConfigError, ContractError, InputError) as exc:
         return _error(exc, 2)
     except OutputError as exc:

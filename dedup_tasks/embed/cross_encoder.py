@@ -89,6 +89,10 @@ class CrossEncoder:
         self._model, self._head, self.side, self.model_id = model, head, int(side), model_id
         model.encoder.eval()
 
+    def state(self) -> dict:
+        """What a model file holds (``CrossEncoder(path)`` reads it back): encoder and head weights, side."""
+        return {"encoder": self._model.encoder.state_dict(), "head": self._head.state_dict(), "side": self.side}
+
     def one_way(self, a: list[str], b: list[str]) -> np.ndarray:
         """The logit of each pair read in the given order (``a[i]`` first)."""
         import torch
