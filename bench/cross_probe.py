@@ -75,8 +75,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--save-model", default="", help="write the fine-tuned encoder and head (torch state) here")
     p.add_argument("--save", default="cross_probe_scores.npz", help="the scored pairs, for report()")
     p.add_argument("--seed", type=int, default=0, help="of the weight init order and the batches drawn")
+    p.add_argument("--hold-stories-only", action="store_true",
+                   help="hold out only the dev stories evaluated here and on the planted crawl (more pairs to train on)")
     args = p.parse_args(argv)
-    a, b, y, counts = training_pairs(args.lang, random_pairs=not args.no_random)
+    a, b, y, counts = training_pairs(args.lang, random_pairs=not args.no_random, stories_only=args.hold_stories_only)
     print(f"{args.lang}: {len(a):,} training pairs ({int(y.sum()):,} positive)", flush=True)
     t0 = time.time()
     cross = train(a, b, y, steps=args.steps, batch=args.batch, lr=args.lr, side=args.side, decay=args.decay, seed=args.seed,

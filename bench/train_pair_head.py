@@ -36,16 +36,20 @@ MAX_TOKENS = 64
 SEED = 13
 
 
-def held_out_text(lang: str) -> str:
-    """Every dev story text the bench may evaluate on, joined: a pair inside it is not trained on."""
+def held_out_text(lang: str, stories_only: bool = False) -> str:
+    """Every dev story text the bench may evaluate on, joined: a pair inside it is not trained on.
+    ``stories_only``: the first EVAL_STORIES only (what the cross-encoder probe and the planted crawl,
+    up to 240 rewrites and 240 negatives, evaluate on), not the pair head's EVAL_EACH per class."""
     items = stories("dev")[lang]
-    used = list(items[:EVAL_STORIES]) + [s for s in items if s.duplicate][:EVAL_EACH] + [s for s in items if not s.duplicate][:EVAL_EACH]
+    used = list(items[:EVAL_STORIES])
+    if not stories_only:
+        used += [s for s in items if s.duplicate][:EVAL_EACH] + [s for s in items if not s.duplicate][:EVAL_EACH]
     return "\n".join(t for s in used for t in (s.source, s.other))
 
 
-def training_pairs(lang: str, random_pairs: bool = True) -> tuple[list[str], list[str], np.ndarray, dict]:
+def training_pairs(lang: str, random_pairs: bool = True, stories_only: bool = False) -> tuple[list[str], list[str], np.ndarray, dict]:
     rng = np.random.default_rng(SEED)
-    held = held_out_text(lang)
+    held = held_out_text(lang, stories_only)
     a, b, y, counts = [], [], [], {}
     for name, pos, neg in TRAIN_FILES[lang]:
         rows = [json.loads(line) for line in (eval_data_dir() / "pairs" / name).open(encoding="utf-8")]
