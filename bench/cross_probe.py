@@ -1,14 +1,15 @@
-"""Does e5-small fine-tuned as a cross-encoder confirm rewrites better than the aligned cosine? (docs/semantic.md, sessions 13-14)
+"""Does e5-small fine-tuned as a cross-encoder confirm rewrites better than the aligned cosine? (docs/semantic.md, sessions 13-15)
 
-    python -m bench.cross_probe [--lang en|zh] [--steps 700] [--decay] [--no-random] [--seed 0] [--save-model M.pt] [--save S.npz]
+    python -m bench.cross_probe [--lang en|zh] [--steps 700] [--decay] [--no-random] [--hold-stories-only] [--seed 0] [--save-model M.pt] [--save S.npz]
     python -m bench.cross_probe rescore M.pt en S.npz     # a saved model against today's sentence alignment
     python -m bench.cross_probe report S.npz              # the tables again, from the saved scores
 
-Trains e5-small (``embed.e5_torch``) as a cross-encoder on the train pairs of ``bench.train_pair_head``
-(the dev stories' sentences left out; ``--no-random`` without its random pairings): each pair is read
+Trains e5-small (``embed.e5_torch``) as a cross-encoder (``embed.cross_training.train``) on the train
+pairs of ``bench.train_pair_head`` (the dev stories' sentences left out, with ``--hold-stories-only``
+only those of the stories evaluated here; ``--no-random`` without its random pairings): each pair is read
 as one sequence ``<s> A </s></s> B </s>`` (both orders, 64 tokens a side), its mean-pooled vector goes
 through one linear unit, binary cross-entropy, every encoder weight trained (the token table stays
-4-bit and frozen), 16 pairs a step, ~1.5 s a step on 2 cores. A story pair is then scored sentence by
+4-bit and frozen), 16 pairs a step, ~0.7 s a step on 2 cores. A story pair is then scored sentence by
 sentence: each newer sentence is aligned to its nearest earlier sentence by the base model's cosine
 (``embed.aligned``, as the layer's aligned score does), each aligned pair is scored both ways round,
 and ``report`` pools them per story (mean probability, mean logit, min logit, probability + cosine)
