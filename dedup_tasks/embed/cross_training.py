@@ -153,13 +153,13 @@ def cross_encoder_main(argv: list[str]) -> int:
 
 
 def _train_command(args: argparse.Namespace) -> int:
-    a, b, y = [], [], []
+    a, b, per_file = [], [], []
     for path in args.pairs:
-        pa_, pb, py = read_pairs(path, args.min_score, args.max_negative)
-        a += pa_
-        b += pb
-        y.append(py)
-    labels = np.concatenate(y) if y else np.zeros(0, bool)
+        first, second, labels = read_pairs(path, args.min_score, args.max_negative)
+        a += first
+        b += second
+        per_file.append(labels)
+    labels = np.concatenate(per_file)
     print(f"{len(a):,} pairs ({int(labels.sum()):,} positive) from {len(args.pairs)} file(s)", file=sys.stderr)
     cross = train(a, b, labels, steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed,
                   log=lambda line: print(line, file=sys.stderr, flush=True))
