@@ -107,6 +107,18 @@ def _tail_threshold(score: np.ndarray, dup: np.ndarray, dataset: np.ndarray, rat
     return out
 
 
+def _per_story(values: np.ndarray, story: np.ndarray, n: int, how: str) -> np.ndarray:
+    """Each story's mean (or min) of its sentence-pair values; -inf for a story without any."""
+    if how == "min":
+        out = np.full(n, np.inf)
+        np.minimum.at(out, story, values)
+    else:
+        count = np.bincount(story, minlength=n)
+        out = np.divide(np.bincount(story, weights=values, minlength=n), count, out=np.full(n, np.inf), where=count > 0)
+    out[np.bincount(story, minlength=n) == 0] = -np.inf
+    return out
+
+
 def report(path: str, rate: float = 0.005) -> None:
     """Story scores from the saved pair logits, several ways of pooling them; dev thresholds (recall at
     precision 1.0, and the normal-tail rule) applied to test."""
@@ -122,13 +134,7 @@ def report(path: str, rate: float = 0.005) -> None:
         prob = 1.0 / (1.0 + np.exp(-sym))
         pooled = {"aligned cosine": cos, "cross mean prob": prob, "cross mean logit": sym,
                   "cross min logit": sym, "cross prob+cos": 0.5 * (prob + cos)}
-        out = {}
-        for name, v in pooled.items():
-            agg = np.full(n, -np.inf)
-            for i in np.unique(story):
-                agg[i] = v[story == i].min() if "min" in name else v[story == i].mean()
-            out[name] = agg
-        scores[split] = out
+        scores[split] = {name: _per_story(v, story, n, "min" if "min" in name else "mean") for name, v in pooled.items()}
     dev_dup, test_dup = f["dev_dup"], f["test_dup"]
     sent = scores["test"]
     story_t = f["test_story"]

@@ -29,10 +29,12 @@ from pathlib import Path
 import numpy as np
 
 from dedup_tasks.embed.cross_encoder import POOLED_SCALE, CrossEncoder, pair_ids
+from dedup_tasks.io import InputError
 
 
-class PairsError(ValueError):
-    """A pairs file that cannot be read; names the file and line."""
+class PairsError(InputError):
+    """Pairs that cannot be trained on: the file and line, or what the set lacks (the command line
+    reports it as bad input, exit code 2)."""
 
 
 def read_pairs(
@@ -40,29 +42,32 @@ def read_pairs(
 ) -> tuple[list[str], list[str], np.ndarray]:
     """(first texts, second texts, labels 0/1) of a JSONL pairs file (see the module docstring)."""
     a, b, y = [], [], []
-    with Path(path).open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                t1, t2, label = str(row["text1"]).strip(), str(row["text2"]).strip(), float(row["label"])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise PairsError(f"{path}, line {number}: expected JSON with text1, text2 and a numeric label ({exc})") from exc
-            if min_score is None:
-                if label not in (0.0, 1.0):
-                    raise PairsError(f"{path}, line {number}: label {label:g} is not 0 or 1 (a score needs --min-score)")
-                positive = label == 1.0
-            elif label >= min_score:
-                positive = True
-            elif max_negative is None or label < max_negative:
-                positive = False
-            else:
-                continue
-            if t1 and t2:
-                a.append(t1)
-                b.append(t2)
-                y.append(positive)
+    try:
+        lines = Path(path).read_text(encoding="utf-8").split("\n")  # not splitlines: U+2028 may sit in a JSON string
+    except OSError as exc:
+        raise PairsError(f"{path}: cannot read the pairs file ({exc.strerror or exc})") from exc
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            t1, t2, label = str(row["text1"]).strip(), str(row["text2"]).strip(), float(row["label"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise PairsError(f"{path}, line {number}: expected JSON with text1, text2 and a numeric label ({exc})") from exc
+        if min_score is None:
+            if label not in (0.0, 1.0):
+                raise PairsError(f"{path}, line {number}: label {label:g} is not 0 or 1 (a score needs --min-score)")
+            positive = label == 1.0
+        elif label >= min_score:
+            positive = True
+        elif max_negative is None or label < max_negative:
+            positive = False
+        else:
+            continue
+        if t1 and t2:
+            a.append(t1)
+            b.append(t2)
+            y.append(positive)
     return a, b, np.array(y, bool)
 
 
@@ -76,7 +81,7 @@ def train(
     from dedup_tasks.embed.e5_torch import E5Torch
 
     if len(a) < batch or not 0 < int(np.sum(y)) < len(y):
-        raise ValueError(f"need at least {batch} pairs, positive and negative ones; got {len(a)} ({int(np.sum(y))} positive)")
+        raise PairsError(f"need at least {batch} pairs, positive and negative ones; got {len(a)} ({int(np.sum(y))} positive)")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = E5Torch(threads=threads)
@@ -144,15 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cross_encoder_main(argv: list[str]) -> int:
+    """``python -m dedup_tasks cross-encoder train ...``; a PairsError reaches the command line's handler."""
     args = build_parser().parse_args(argv)
-    try:
-        return _train_command(args)
-    except (PairsError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
-def _train_command(args: argparse.Namespace) -> int:
     a, b, per_file = [], [], []
     for path in args.pairs:
         first, second, labels = read_pairs(path, args.min_score, args.max_negative)

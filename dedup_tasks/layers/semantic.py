@@ -650,11 +650,12 @@ class SemanticLayer(Layer):
         pairs = np.flatnonzero(~refused & (earlier >= 0))
         newer = set_of_row[sus_row[pairs]]
         differ = pair_facts_differ(nums, offsets, newer, earlier[pairs], cfg.minhash_facts_min_new, cfg.minhash_facts_min_share)
-        if cfg.semantic_sketch_facts_min_new > 0 and sketch[pairs].any():
-            values = pair_values_differ(nums, offsets, newer, earlier[pairs], cfg.semantic_sketch_facts_min_new,
-                                        cfg.semantic_sketch_facts_min_share)
-            self._stats["vetoed_values"] = int((values & ~differ & sketch[pairs]).sum())
-            differ |= values & sketch[pairs]
+        rewrites = np.flatnonzero(sketch[pairs] & ~differ)  # the value check reads only what is still open
+        if cfg.semantic_sketch_facts_min_new > 0 and len(rewrites):
+            values = pair_values_differ(nums, offsets, newer[rewrites], earlier[pairs[rewrites]],
+                                        cfg.semantic_sketch_facts_min_new, cfg.semantic_sketch_facts_min_share)
+            self._stats["vetoed_values"] = int(values.sum())
+            differ[rewrites[values]] = True
         refused[pairs[differ]] = True
         self._stats["vetoed_facts"] = int(differ.sum())
         return refused
