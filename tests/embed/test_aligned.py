@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dedup_tasks.embed.aligned import aligned_scores, sentences
+from dedup_tasks.embed.aligned import aligned_scores, punctuated_text, sentences
 from tests.embed.fakes import FakeEmbedder
 
 
@@ -28,6 +28,34 @@ def test_a_full_stop_after_an_abbreviation_or_initial_ends_no_sentence() -> None
         "Mr. Smith left on Jan. 5.",
         "shares fell.",
     ]
+
+
+def test_a_closing_quote_or_bracket_after_the_mark_still_ends_the_sentence() -> None:
+    # MRPC quotes: 'effort." A 32-year-old ...' was one sentence, aligned to the source's first alone.
+    text = 'It is a long effort." A mother of two was arrested. He said: "Go!" Then he left (quietly.) Done now.'
+    assert sentences(text, max_chars=400) == [
+        'It is a long effort."', "A mother of two was arrested.", 'He said: "Go!"', "Then he left (quietly.)", "Done now.",
+    ]
+    assert sentences("他说：“我们明天走。”然后离开了会场。") == ["他说：“我们明天走。”", "然后离开了会场。"]
+
+
+def test_no_before_a_number_ends_no_sentence() -> None:
+    # "No." is under min_chars: a sentence end, but no sentence of its own.
+    assert sentences("Mrs. Kroc ranked No. 121 on the list. She said no. That is all.", max_chars=400) == [
+        "Mrs. Kroc ranked No. 121 on the list.", "She said no.", "That is all.",
+    ]
+
+
+def test_a_title_the_body_opens_with_is_not_a_sentence_of_its_own() -> None:
+    # The title cut from the first sentence would be that sentence twice, once cut short.
+    body = "Amrozi accused his brother of lying. He called him the witness."
+    assert punctuated_text("Amrozi accused his brother", body, None) == body
+    assert punctuated_text("Family feud in court", body, None) == "Family feud in court\n" + body
+    assert punctuated_text("Amrozi accused his bro", body, None).startswith("Amrozi accused his bro\n")  # not a whole word
+    assert punctuated_text("延迟退休真的来了", "延迟退休真的来了！你准备好了吗？", None) == "延迟退休真的来了！你准备好了吗？"
+    # Template lines are out first: the title is compared with the first line the view kept.
+    view = "amrozi accused his brother of lying he called him the witness amrozi accused his brother"
+    assert punctuated_text("Amrozi accused his brother", "Home | News\n" + body, view) == body
 
 
 def test_a_reordered_rewrite_scores_above_a_same_topic_text() -> None:
