@@ -1,6 +1,6 @@
 """Does e5-small fine-tuned as a cross-encoder confirm rewrites better than the aligned cosine? (docs/semantic.md, sessions 13-15)
 
-    python -m bench.cross_probe [--lang en|zh] [--steps 700] [--decay] [--no-random] [--hold-stories-only] [--seed 0] [--save-model M.pt] [--save S.npz]
+    python -m bench.cross_probe [--lang en|zh] [--steps 700] [--decay] [--no-random] [--hold-stories-only] [--more-files] [--seed 0] [--save-model M.pt] [--save S.npz]
     python -m bench.cross_probe rescore M.pt en S.npz     # a saved model against today's sentence alignment
     python -m bench.cross_probe report S.npz              # the tables again, from the saved scores
 
@@ -76,10 +76,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--save-model", default="", help="write the fine-tuned encoder and head (torch state) here")
     p.add_argument("--save", default="cross_probe_scores.npz", help="the scored pairs, for report()")
     p.add_argument("--seed", type=int, default=0, help="of the weight init order and the batches drawn")
+    p.add_argument("--more-files", action="store_true", help="also train on MORE_TRAIN_FILES (zh: the dev pair files)")
     p.add_argument("--hold-stories-only", action="store_true",
                    help="hold out only the dev stories evaluated here and on the planted crawl (more pairs to train on)")
     args = p.parse_args(argv)
-    a, b, y, counts = training_pairs(args.lang, random_pairs=not args.no_random, stories_only=args.hold_stories_only)
+    a, b, y, counts = training_pairs(args.lang, random_pairs=not args.no_random, stories_only=args.hold_stories_only,
+                                     more_files=args.more_files)
     print(f"{args.lang}: {len(a):,} training pairs ({int(y.sum()):,} positive)", flush=True)
     t0 = time.time()
     cross = train(a, b, y, steps=args.steps, batch=args.batch, lr=args.lr, side=args.side, decay=args.decay, seed=args.seed,

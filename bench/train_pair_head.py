@@ -30,6 +30,14 @@ TRAIN_FILES = {
     "en": [("en_mrpc_train.jsonl", "label==1", "label==0"), ("en_stsb_train.jsonl", "label>=4", "label<=2")],
     "zh": [("zh_atec_train.jsonl", "label==1", "label==0"), ("zh_chinese_sts_b_train.jsonl", "label>=4", "label<=1")],
 }
+# More pair files to train on (``--more-files``): the zh dev files the stories are cut from (their
+# held-out stories still left out) and two zh dev files no story comes from. The test files never.
+MORE_TRAIN_FILES = {
+    "en": [],
+    "zh": [("zh_lcqmc_dev.jsonl", "label==1", "label==0"), ("zh_bq_dev.jsonl", "label==1", "label==0"),
+           ("zh_afqmc_dev.jsonl", "label==1", "label==0"), ("zh_oppo_xiaobu_dev.jsonl", "label==1", "label==0"),
+           ("zh_pawsx_zh_dev.jsonl", "label==1", "label==0")],
+}
 EVAL_STORIES = 600
 EVAL_EACH = 400
 MAX_TOKENS = 64
@@ -47,11 +55,13 @@ def held_out_text(lang: str, stories_only: bool = False) -> str:
     return "\n".join(t for s in used for t in (s.source, s.other))
 
 
-def training_pairs(lang: str, random_pairs: bool = True, stories_only: bool = False) -> tuple[list[str], list[str], np.ndarray, dict]:
+def training_pairs(
+    lang: str, random_pairs: bool = True, stories_only: bool = False, more_files: bool = False
+) -> tuple[list[str], list[str], np.ndarray, dict]:
     rng = np.random.default_rng(SEED)
     held = held_out_text(lang, stories_only)
     a, b, y, counts = [], [], [], {}
-    for name, pos, neg in TRAIN_FILES[lang]:
+    for name, pos, neg in TRAIN_FILES[lang] + (MORE_TRAIN_FILES[lang] if more_files else []):
         rows = [json.loads(line) for line in (eval_data_dir() / "pairs" / name).open(encoding="utf-8")]
         rows = [r for r in rows if r.get("text1") and r.get("text2")]
         kept = [r for r in rows if r["text1"].strip() not in held and r["text2"].strip() not in held]

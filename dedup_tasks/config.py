@@ -231,6 +231,11 @@ class DedupConfig:
     # en test precision 0.86 (docs/semantic.md, third pass).
     semantic_sketch: bool = False
     semantic_sketch_min: float = 0.6
+    # A language's own candidate floor (None: semantic_sketch_min). Chinese character-bigram sketches
+    # of a rewrite rank its source first as often as English word sketches do, at about a third of the
+    # cosine (docs/semantic.md, session 16), so one floor cannot serve both.
+    semantic_sketch_min_en: float | None = None
+    semantic_sketch_min_zh: float | None = None
     semantic_sketch_neighbours: int = 2
     # Sketch pairs are judged at their own cosine (None: the language's semantic_threshold_*): their
     # rows have no lexical near miss, so the tuned value differs (docs/semantic.md, third pass). Rows
@@ -293,7 +298,7 @@ class DedupConfig:
             raise ConfigError("registry_signature_bits < 32 needs minhash_num_perm * registry_signature_bits to be a multiple of 16")
         for name in (
             "semantic_threshold", "semantic_threshold_zh", "semantic_threshold_en", "semantic_sketch_threshold_zh",
-            "semantic_sketch_threshold_en",
+            "semantic_sketch_threshold_en", "semantic_sketch_min_en", "semantic_sketch_min_zh",
         ):
             value = getattr(self, name)
             if value is not None and not -1.0 <= value <= 1.0:
@@ -380,6 +385,11 @@ class DedupConfig:
         own = getattr(self, f"semantic_sketch_threshold_{lang}", None) if lang in ("zh", "en") else None
         return self.semantic_threshold_for(lang) if own is None else float(own)
 
+    def semantic_sketch_min_for(self, lang: str | None) -> float:
+        """The sketch cosine a rewrite candidate of language ``lang`` needs to be shown the confirmer."""
+        own = getattr(self, f"semantic_sketch_min_{lang}", None) if lang in ("zh", "en") else None
+        return float(self.semantic_sketch_min if own is None else own)
+
     @property
     def semantic_confirms_by_sentences(self) -> bool:
         """Whether L4 scores rewrite candidates by their sentences (which it cuts from the input text)."""
@@ -435,6 +445,8 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "semantic_threshold_en": (-1.0, 1.0),
     "semantic_sketch_threshold_zh": (-1.0, 1.0),
     "semantic_sketch_threshold_en": (-1.0, 1.0),
+    "semantic_sketch_min_en": (-1.0, 1.0),
+    "semantic_sketch_min_zh": (-1.0, 1.0),
     "semantic_sketch_min_chars": (0, None),
     "semantic_sketch_facts_min_new": (0, None),
     "semantic_sketch_facts_min_share": (0.0, 1.0),

@@ -33,6 +33,7 @@ def test_config_hash_tracks_decision_settings_only():
         ({"semantic_sketch_confirm": "cross"}, "needs semantic_cross_encoder_en or semantic_cross_encoder_zh"),
         ({"semantic_cross_encoder_en": "m.pt"}, "semantic_cross_encoder_en needs semantic_cross_threshold_en"),
         ({"semantic_sketch_confirm": "vote"}, "'head', 'aligned' or 'cross'"),
+        ({"semantic_sketch_min_zh": 1.5}, "semantic_sketch_min_zh"),
     ],
 )
 def test_bad_values_are_named(values, message):
@@ -54,3 +55,7 @@ def test_semantic_layer_is_on_by_default_with_its_bands_inside_the_recorded_ones
     loaded = DedupConfig.load(env={"DEDUP_SEMANTIC_THRESHOLD_ZH": "none", "DEDUP_SEMANTIC_THRESHOLD_EN": "0.99"})
     assert loaded.semantic_threshold_for("zh") == loaded.semantic_threshold
     assert loaded.semantic_threshold_for("en") == 0.99
+    # A language's candidate floor, else the shared one.
+    floors = DedupConfig.load(env={"DEDUP_SEMANTIC_SKETCH_MIN_ZH": "0.25"})
+    assert floors.semantic_sketch_min_for("zh") == 0.25
+    assert floors.semantic_sketch_min_for("en") == floors.semantic_sketch_min_for(None) == floors.semantic_sketch_min

@@ -323,8 +323,8 @@ class SemanticLayer(Layer):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(row, candidate doc_id, candidate batch_id, sketch cosine) of every rewrite candidate.
 
-        A row's candidates are its ``semantic_sketch_neighbours`` nearest story sketches at cosine >=
-        ``semantic_sketch_min`` among the earlier rows of this batch and the kept documents of earlier
+        A row's candidates are its ``semantic_sketch_neighbours`` nearest story sketches at cosine >= its
+        language's floor (``semantic_sketch_min_for``) among the earlier rows of this batch and the kept documents of earlier
         batches (their sketches are in the store, written once when their batch ran). Nothing here
         depends on a lexical near miss: a rewrite shares its names and content words, not its shingles.
         """
@@ -332,9 +332,12 @@ class SemanticLayer(Layer):
 
         cfg = self.config
         k = int(cfg.semantic_sketch_neighbours)
-        low = float(cfg.semantic_sketch_min)
         doc_ids = strings_np(batch, "doc_id")
         valid = np.flatnonzero(np.abs(sketches).sum(axis=1) > 0)
+        langs = strings_np(batch, "_lang")[valid] if "_lang" in batch.column_names else np.full(len(valid), None, object)
+        low = np.full((len(valid), 1), cfg.semantic_sketch_min_for(None), np.float32)  # per searching row
+        for lang in ("en", "zh"):
+            low[langs == lang] = cfg.semantic_sketch_min_for(lang)
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         if len(valid) > 1:
             # k + 1: the row finds itself first.

@@ -97,6 +97,24 @@ def test_candidates_come_from_earlier_rows_and_earlier_batches_without_near_miss
     assert all(b == B0 or int(d[1:]) < r for r, d, b in pairs)
 
 
+def test_a_language_floor_overrides_the_shared_candidate_floor() -> None:
+    registry = MemoryRegistry()
+    store = store_for(registry)
+    b0 = batch_of([STORY, UNRELATED], "a")
+    store.put(SKETCH_MODEL_ID, np.array(["a0", "a1"], object), np.array([B0, B0], object), story_sketches(b0))
+    b1 = batch_of([OTHER, REWRITE], "b", hour=1)
+    assert set(b1.column("_lang").to_pylist()) == {"en"}
+
+    def found(cfg: DedupConfig) -> set[tuple[int, str]]:
+        rows, docs, _, _ = SemanticLayer(cfg).sketch_pairs(b1, LayerContext(B1, cfg, registry), store, story_sketches(b1))
+        return {(int(r), str(d)) for r, d in zip(rows, docs, strict=True)}
+
+    assert (1, "a0") in found(DedupConfig(semantic_sketch_min=0.3))
+    assert found(DedupConfig(semantic_sketch_min=0.3, semantic_sketch_min_en=0.99)) == set()
+    assert (1, "a0") in found(DedupConfig(semantic_sketch_min=0.99, semantic_sketch_min_en=0.3))
+    assert found(DedupConfig(semantic_sketch_min=0.99, semantic_sketch_min_zh=0.3)) == set()  # another language's
+
+
 def test_rewrite_is_dropped_and_kept_sketches_are_stored_once(fake) -> None:
     registry = MemoryRegistry()
     cfg = config()
