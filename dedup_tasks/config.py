@@ -227,13 +227,13 @@ class DedupConfig:
     # L4 rewrite candidates (dedup_tasks.embed.sketch): every kept row's story sketch (TF-IDF count
     # sketch) is searched against earlier rows and earlier batches' kept documents; pairs at sketch
     # cosine >= semantic_sketch_min go to the transformer beside the L2/L3 near misses. Off by default:
-    # with the facts check no must-keep page is dropped, but zh recall on rewrites is 0.03-0.14 and the
-    # en test precision 0.86 (docs/semantic.md, third pass).
+    # English rewrites reach the bar only with a cross-encoder, which does not ship (trained on
+    # research-only pairs), and zh recall stays at 0.02-0.29 (docs/semantic.md, session 16).
     semantic_sketch: bool = False
     semantic_sketch_min: float = 0.6
-    # A language's own candidate floor (None: semantic_sketch_min). Chinese character-bigram sketches
-    # of a rewrite rank its source first as often as English word sketches do, at about a third of the
-    # cosine (docs/semantic.md, session 16), so one floor cannot serve both.
+    # A language's own candidate floor (None: semantic_sketch_min). A Chinese character-bigram sketch
+    # of a rewrite ranks its source first in most cases, but at about a third of an English word
+    # sketch's cosine (docs/semantic.md, session 16), so one floor cannot serve both.
     semantic_sketch_min_en: float | None = None
     semantic_sketch_min_zh: float | None = None
     semantic_sketch_neighbours: int = 2
