@@ -21,3 +21,21 @@ def test_the_tail_threshold_is_set_by_the_hardest_datasets_negatives() -> None:
     # A pooled fit would sit far lower: the easy negatives would hide the hard ones.
     pooled = score[~dup].mean() + NormalDist().inv_cdf(0.995) * score[~dup].std(ddof=1)
     assert t > pooled + 0.5
+
+
+def test_more_files_add_training_pairs_but_never_a_held_out_story_or_a_test_file() -> None:
+    import pytest
+
+    from bench.evaldata import eval_data_available, missing_reason
+
+    if not eval_data_available("pairs"):
+        pytest.skip(missing_reason("pairs"))
+    from bench.train_pair_head import MORE_TRAIN_FILES, TRAIN_FILES, held_out_text, training_pairs
+
+    a, b, y, counts = training_pairs("zh", random_pairs=False, stories_only=True)
+    a2, b2, y2, counts2 = training_pairs("zh", random_pairs=False, stories_only=True, more_files=True)
+    assert len(a2) > len(a) and set(counts2) == {n for n, _, _ in TRAIN_FILES["zh"] + MORE_TRAIN_FILES["zh"]}
+    assert not any("test" in name for name in counts2)
+    held = held_out_text("zh", stories_only=True)
+    assert counts2["zh_lcqmc_dev.jsonl"]["held_out"] > 0  # the planted dev stories are cut from it
+    assert not any(t in held for t in a2[len(a):len(a) + 200])
