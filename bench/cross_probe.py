@@ -111,13 +111,13 @@ def _tail_threshold(score: np.ndarray, dup: np.ndarray, dataset: np.ndarray, rat
 
 def _per_story(values: np.ndarray, story: np.ndarray, n: int, how: str) -> np.ndarray:
     """Each story's mean (or min) of its sentence-pair values; -inf for a story without any."""
+    count = np.bincount(story, minlength=n)
     if how == "min":
         out = np.full(n, np.inf)
         np.minimum.at(out, story, values)
     else:
-        count = np.bincount(story, minlength=n)
         out = np.divide(np.bincount(story, weights=values, minlength=n), count, out=np.full(n, np.inf), where=count > 0)
-    out[np.bincount(story, minlength=n) == 0] = -np.inf
+    out[count == 0] = -np.inf
     return out
 
 

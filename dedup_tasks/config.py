@@ -382,13 +382,11 @@ class DedupConfig:
 
     def semantic_sketch_threshold_for(self, lang: str | None) -> float:
         """The cosine a sketch pair (a rewrite candidate) of language ``lang`` is dropped at."""
-        own = getattr(self, f"semantic_sketch_threshold_{lang}", None) if lang in ("zh", "en") else None
-        return self.semantic_threshold_for(lang) if own is None else float(own)
+        return self._own_or(f"semantic_sketch_threshold_{lang}", lang, self.semantic_threshold_for(lang))
 
     def semantic_sketch_min_for(self, lang: str | None) -> float:
         """The sketch cosine a rewrite candidate of language ``lang`` needs to be shown the confirmer."""
-        own = getattr(self, f"semantic_sketch_min_{lang}", None) if lang in ("zh", "en") else None
-        return float(self.semantic_sketch_min if own is None else own)
+        return self._own_or(f"semantic_sketch_min_{lang}", lang, self.semantic_sketch_min)
 
     @property
     def semantic_confirms_by_sentences(self) -> bool:
@@ -405,8 +403,12 @@ class DedupConfig:
 
     def semantic_threshold_for(self, lang: str | None) -> float:
         """The cosine a document of language ``lang`` is dropped at (its own threshold, else the default)."""
-        own = getattr(self, f"semantic_threshold_{lang}", None) if lang in ("zh", "en") else None
-        return float(self.semantic_threshold if own is None else own)
+        return self._own_or(f"semantic_threshold_{lang}", lang, self.semantic_threshold)
+
+    def _own_or(self, field: str, lang: str | None, default: float) -> float:
+        """The per-language ``field`` when ``lang`` has one (zh, en) and it is set, else ``default``."""
+        own = getattr(self, field) if lang in ("zh", "en") else None
+        return float(default if own is None else own)
 
 
 # Ranges of the numeric fields, (low, high) inclusive, None for unbounded. Every one of them was seen

@@ -105,9 +105,8 @@ def _split(text: str) -> list[str]:
     for m in _END.finditer(text):
         if m.group()[0] == ".":
             word = text[max(text.rfind(" ", start, m.start()) + 1, start) : m.start()].lstrip("\"'([")
-            if word.lower() in _ABBREVIATIONS or _INITIALS.fullmatch(word):
-                continue
-            if word.lower() == "no" and text[m.end() : m.end() + 1].isdigit():  # "ranked No. 121"
+            number_sign = word.lower() == "no" and text[m.end() : m.end() + 1].isdigit()  # "ranked No. 121"
+            if word.lower() in _ABBREVIATIONS or _INITIALS.fullmatch(word) or number_sign:
                 continue
         end = m.start() if m.group()[0] == "\n" else m.start() + len(m.group().rstrip())  # marks stay with their sentence
         parts.append(text[start:end])

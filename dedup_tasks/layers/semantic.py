@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,13 @@ log = logging.getLogger(__name__)
 
 FLAT_NEIGHBOURS = 16
 INDEX_NEIGHBOURS = 32
+
+
+def per_language(langs: np.ndarray, value_for: Callable[[str | None], float]) -> np.ndarray:
+    """``value_for(lang)`` of each row's language, asked once per distinct language (a missing language
+    reads as "None", which the config's per-language settings answer with their default)."""
+    names, inverse = np.unique(np.asarray(langs, object).astype(str), return_inverse=True)
+    return np.array([value_for(name) for name in names], float)[inverse.reshape(-1)]
 
 
 @dataclass
@@ -112,9 +120,7 @@ class SemanticLayer(Layer):
         col = "_lang" if "_lang" in batch.column_names else ("lang" if "lang" in batch.column_names else None)
         if col is None:
             return np.full(batch.num_rows, float(self.config.semantic_threshold))
-        langs = strings_np(batch, col)
-        by_lang = {lang: self.config.semantic_threshold_for(lang) for lang in set(langs.tolist())}
-        return np.array([by_lang[lang] for lang in langs], float)
+        return per_language(strings_np(batch, col), self.config.semantic_threshold_for)
 
     def _embedder(self):
         cfg = self.config
@@ -335,9 +341,7 @@ class SemanticLayer(Layer):
         doc_ids = strings_np(batch, "doc_id")
         valid = np.flatnonzero(np.abs(sketches).sum(axis=1) > 0)
         langs = strings_np(batch, "_lang")[valid] if "_lang" in batch.column_names else np.full(len(valid), None, object)
-        low = np.full((len(valid), 1), cfg.semantic_sketch_min_for(None), np.float32)  # per searching row
-        for lang in ("en", "zh"):
-            low[langs == lang] = cfg.semantic_sketch_min_for(lang)
+        low = per_language(langs, cfg.semantic_sketch_min_for)[:, None]  # per searching row
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         if len(valid) > 1:
             # k + 1: the row finds itself first.
@@ -374,8 +378,7 @@ class SemanticLayer(Layer):
         self._stats["sketch_pairs"] = len(s_row)
         # Near-miss pairs at their language's threshold, sketch pairs at the sketch threshold.
         langs = strings_np(batch, "_lang") if "_lang" in batch.column_names else np.full(batch.num_rows, None, object)
-        sketch_min = {lang: self.config.semantic_sketch_threshold_for(lang) for lang in set(langs[s_row].tolist())}
-        pair_min = np.concatenate([np.full(len(sus_row), np.nan), np.array([sketch_min[lang] for lang in langs[s_row]], float)])
+        pair_min = np.concatenate([np.full(len(sus_row), np.nan), per_language(langs[s_row], self.config.semantic_sketch_threshold_for)])
         drops = self._confirm(
             batch, ctx, store, np.concatenate([sus_row, s_row]).astype(np.int64),
             np.concatenate([cand_doc, s_doc]).astype(object), np.concatenate([cand_batch, s_batch]).astype(object),
