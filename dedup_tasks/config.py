@@ -237,6 +237,15 @@ class DedupConfig:
     semantic_sketch_min_en: float | None = None
     semantic_sketch_min_zh: float | None = None
     semantic_sketch_neighbours: int = 2
+    # A candidate must also stand out from the searching row's neighbourhood: its sketch cosine at least
+    # semantic_sketch_margin times the mean cosine of the row's semantic_sketch_margin_neighbours
+    # nearest sketches (itself among them; a missing neighbour counts 0). This is the ratio margin of
+    # bitext mining (Artetxe & Schwenk 2019). A fixed floor lets through more rows every hour as
+    # history fills the space around every row; a margin asks for rank, so the pairs the confirmer
+    # reads stay flat (zh dev crawl: 628 rows with a candidate in hour 3 at the 0.25 floor, 222 at
+    # 1.1; docs/semantic.md, session 17). 0: off (floor only).
+    semantic_sketch_margin: float = 1.1
+    semantic_sketch_margin_neighbours: int = 4
     # Sketch pairs are judged at their own cosine (None: the language's semantic_threshold_*): their
     # rows have no lexical near miss, so the tuned value differs (docs/semantic.md, third pass). Rows
     # whose near-duplicate view is shorter than semantic_sketch_min_chars get no sketch candidates: a
@@ -450,6 +459,8 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "semantic_sketch_min_en": (-1.0, 1.0),
     "semantic_sketch_min_zh": (-1.0, 1.0),
     "semantic_sketch_min_chars": (0, None),
+    "semantic_sketch_margin": (0.0, None),
+    "semantic_sketch_margin_neighbours": (1, None),
     "semantic_sketch_facts_min_new": (0, None),
     "semantic_sketch_facts_min_share": (0.0, 1.0),
     "semantic_aligned_head_min": (-1.0, 1.0),

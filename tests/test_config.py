@@ -34,6 +34,8 @@ def test_config_hash_tracks_decision_settings_only():
         ({"semantic_cross_encoder_en": "m.pt"}, "semantic_cross_encoder_en needs semantic_cross_threshold_en"),
         ({"semantic_sketch_confirm": "vote"}, "'head', 'aligned' or 'cross'"),
         ({"semantic_sketch_min_zh": 1.5}, "semantic_sketch_min_zh"),
+        ({"semantic_sketch_margin": -0.1}, "semantic_sketch_margin"),
+        ({"semantic_sketch_margin_neighbours": 0}, "semantic_sketch_margin_neighbours"),
     ],
 )
 def test_bad_values_are_named(values, message):

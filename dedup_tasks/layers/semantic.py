@@ -44,6 +44,16 @@ FLAT_NEIGHBOURS = 16
 INDEX_NEIGHBOURS = 32
 
 
+def neighbourhood_cosine(cosines: np.ndarray, m: int) -> np.ndarray:
+    """Per row, the mean of its ``m`` largest cosines (-inf: no neighbour there, counted as 0; a
+    negative cosine counts 0 too): how crowded the space around a row is, the denominator of the
+    sketch candidates' ratio margin."""
+    top = -np.sort(-cosines, axis=1)[:, :m]
+    padded = np.zeros((len(cosines), m))
+    padded[:, : top.shape[1]] = np.maximum(top, 0.0)
+    return padded.mean(axis=1)
+
+
 def per_language(langs: np.ndarray, value_for: Callable[[str | None], float]) -> np.ndarray:
     """``value_for(lang)`` of each row's language, asked once per distinct language (a missing language
     reads as "None", which the config's per-language settings answer with their default)."""
@@ -329,36 +339,47 @@ class SemanticLayer(Layer):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(row, candidate doc_id, candidate batch_id, sketch cosine) of every rewrite candidate.
 
-        A row's candidates are its ``semantic_sketch_neighbours`` nearest story sketches at cosine >= its
-        language's floor (``semantic_sketch_min_for``) among the earlier rows of this batch and the kept documents of earlier
-        batches (their sketches are in the store, written once when their batch ran). Nothing here
-        depends on a lexical near miss: a rewrite shares its names and content words, not its shingles.
+        A row's candidates are its ``semantic_sketch_neighbours`` nearest story sketches among the
+        earlier rows of this batch and the kept documents of earlier batches (their sketches are in the
+        store, written once when their batch ran), at cosine >= its language's floor
+        (``semantic_sketch_min_for``) and >= ``semantic_sketch_margin`` times the mean cosine of its
+        ``semantic_sketch_margin_neighbours`` nearest sketches anywhere (``neighbourhood_cosine``).
+        Nothing here depends on a lexical near miss: a rewrite shares its names and content words, not
+        its shingles.
         """
         from dedup_tasks.embed.faiss_index import search_flat
 
         cfg = self.config
         k = int(cfg.semantic_sketch_neighbours)
+        m = int(cfg.semantic_sketch_margin_neighbours) if cfg.semantic_sketch_margin > 0 else 0
         doc_ids = strings_np(batch, "doc_id")
         valid = np.flatnonzero(np.abs(sketches).sum(axis=1) > 0)
         langs = strings_np(batch, "_lang")[valid] if "_lang" in batch.column_names else np.full(len(valid), None, object)
-        low = per_language(langs, cfg.semantic_sketch_min_for)[:, None]  # per searching row
-        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        bar = per_language(langs, cfg.semantic_sketch_min_for)[:, None]  # per searching row
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # cosines, cand, is candidate, doc, batch
         if len(valid) > 1:
-            # k + 1: the row finds itself first.
-            scores, idx = search_flat(sketches[valid], sketches[valid], k + 1)
+            # + 1: the row finds itself first.
+            scores, idx = search_flat(sketches[valid], sketches[valid], max(k, m) + 1)
             cand = np.where(idx >= 0, valid[np.maximum(idx, 0)], -1)
-            keep = (idx >= 0) & (cand < valid[:, None]) & (scores >= low)
-            q, j = np.nonzero(keep)
-            parts.append((valid[q], doc_ids[cand[q, j]].astype(object), np.full(len(q), ctx.batch_id, object), scores[q, j]))
+            other = (idx >= 0) & (cand != valid[:, None])
+            earlier = other & (cand < valid[:, None]) & (np.arange(idx.shape[1]) <= k)
+            found.append((np.where(other, scores, -np.inf), cand, earlier,
+                          doc_ids[np.maximum(cand, 0)].astype(object), np.full(cand.shape, ctx.batch_id, object)))
         prior_doc, prior_batch, prior_vec = store.scan(SKETCH_MODEL_ID, before_batch=ctx.batch_id)
         if len(prior_doc) and len(valid) and prior_vec.shape[1] == sketches.shape[1]:
-            scores, idx = search_flat(prior_vec, sketches[valid], k)
-            keep = (idx >= 0) & (scores >= low)
-            q, j = np.nonzero(keep)
-            hit = idx[q, j]
-            parts.append((valid[q], prior_doc[hit].astype(object), prior_batch[hit].astype(object), scores[q, j]))
-        if not parts:
+            scores, idx = search_flat(prior_vec, sketches[valid], max(k, m))
+            hit = idx >= 0
+            found.append((np.where(hit, scores, -np.inf), idx, hit & (np.arange(idx.shape[1]) < k),
+                          prior_doc[np.maximum(idx, 0)].astype(object), prior_batch[np.maximum(idx, 0)].astype(object)))
+        if not found:
             return np.empty(0, np.int64), np.empty(0, object), np.empty(0, object), np.empty(0)
+        if m:
+            around = neighbourhood_cosine(np.concatenate([f[0] for f in found], axis=1), m)
+            bar = np.maximum(bar, cfg.semantic_sketch_margin * around[:, None])
+        parts = []
+        for scores, _, is_candidate, docs, batches in found:
+            q, j = np.nonzero(is_candidate & (scores >= bar))
+            parts.append((valid[q], docs[q, j], batches[q, j], scores[q, j]))
         return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))  # type: ignore[return-value]
 
     def _suspects(self, batch: pa.Table, ctx: LayerContext) -> Drops:

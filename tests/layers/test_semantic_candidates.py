@@ -10,7 +10,7 @@ from dedup_tasks.config import DedupConfig
 from dedup_tasks.embed.embedders import resolve_device
 from dedup_tasks.embed.sketch import SKETCH_DIM, SKETCH_MODEL_ID, story_sketches
 from dedup_tasks.layers.base import LayerContext
-from dedup_tasks.layers.semantic import SemanticLayer
+from dedup_tasks.layers.semantic import SemanticLayer, neighbourhood_cosine
 from dedup_tasks.registry.base import MemoryRegistry
 from dedup_tasks.registry.embeddings import store_for
 from tests.embed.fakes import FakeEmbedder, write_cross_encoder
@@ -113,6 +113,38 @@ def test_a_language_floor_overrides_the_shared_candidate_floor() -> None:
     assert found(DedupConfig(semantic_sketch_min=0.3, semantic_sketch_min_en=0.99)) == set()
     assert (1, "a0") in found(DedupConfig(semantic_sketch_min=0.99, semantic_sketch_min_en=0.3))
     assert found(DedupConfig(semantic_sketch_min=0.99, semantic_sketch_min_zh=0.3)) == set()  # another language's
+
+
+def _unit(first: float, axis: int) -> np.ndarray:
+    """A sketch at cosine ``first`` to the basis vector e0, the rest along e<axis>."""
+    v = np.zeros(SKETCH_DIM, np.float32)
+    v[0], v[axis] = first, np.sqrt(1.0 - first * first)
+    return v
+
+
+@pytest.mark.parametrize(
+    ("others_cosine", "margin", "source_found"),
+    [(0.05, 1.1, True), (0.48, 1.1, False), (0.48, 0.0, True)],
+)
+def test_a_candidate_must_stand_out_from_its_rows_neighbourhood(others_cosine, margin, source_found) -> None:
+    # The row sits at cosine 0.5 to its source, above the 0.3 floor either way; four other earlier
+    # documents sit at others_cosine to it. Only where they are far does the source stand out.
+    registry = MemoryRegistry()
+    store = store_for(registry)
+    prior = np.stack([_unit(0.5, 1)] + [_unit(others_cosine, 2 + i) for i in range(4)])
+    store.put(SKETCH_MODEL_ID, np.array(["src", "o0", "o1", "o2", "o3"], object), np.full(5, B0, object), prior)
+    row = batch_of([OTHER], "b", hour=1)
+    query = _unit(1.0, 1)[None, :]
+    cfg = DedupConfig(semantic_sketch_min=0.3, semantic_sketch_margin=margin, semantic_sketch_margin_neighbours=4)
+    _, docs, _, scores = SemanticLayer(cfg).sketch_pairs(row, LayerContext(B1, cfg, registry), store, query)
+    assert ("src" in set(docs)) is source_found
+    assert np.all(scores >= 0.3)
+
+
+def test_neighbourhood_cosine_counts_missing_and_negative_neighbours_as_zero() -> None:
+    cos = np.array([[0.9, 0.5, -np.inf, -np.inf], [0.6, -0.2, 0.2, 0.2]])
+    assert np.allclose(neighbourhood_cosine(cos, 4), [0.35, 0.25])
+    assert np.allclose(neighbourhood_cosine(cos[:, :2], 4), [0.35, 0.15])  # fewer found than asked
 
 
 def test_rewrite_is_dropped_and_kept_sketches_are_stored_once(fake) -> None:
