@@ -246,6 +246,9 @@ class DedupConfig:
     # 1.1; docs/semantic.md, session 17). 0: off (floor only).
     semantic_sketch_margin: float = 1.1
     semantic_sketch_margin_neighbours: int = 4
+    # What a Chinese story sketch counts: "jieba" words, or "char2" character bigrams (the sketches of
+    # registries filled before words; dedup_tasks.embed.sketch). Each has its own id in the store.
+    semantic_sketch_zh_features: str = "jieba"
     # Sketch pairs are judged at their own cosine (None: the language's semantic_threshold_*): their
     # rows have no lexical near miss, so the tuned value differs (docs/semantic.md, third pass). Rows
     # whose near-duplicate view is shorter than semantic_sketch_min_chars get no sketch candidates: a
@@ -315,6 +318,8 @@ class DedupConfig:
         if self.semantic_suspect_hamming_max > self.suspect_hamming_max or self.semantic_suspect_jaccard_min < self.suspect_jaccard_min:
             # L4 can only select among the near misses L2/L3 recorded.
             raise ConfigError("the semantic_suspect_* bands must lie inside the recorded suspect_* bands")
+        if self.semantic_sketch_zh_features not in ("jieba", "char2"):
+            raise ConfigError("semantic_sketch_zh_features must be 'jieba' or 'char2'")
         if self.semantic_sketch_confirm not in ("head", "aligned", "cross"):
             raise ConfigError("semantic_sketch_confirm must be 'head', 'aligned' or 'cross'")
         for lang in ("en", "zh"):

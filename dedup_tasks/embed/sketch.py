@@ -1,14 +1,19 @@
-"""A cheap story fingerprint for L4 candidates: TF-IDF of words / character bigrams in a count sketch.
+"""A cheap story fingerprint for L4 candidates: TF-IDF of words in a count sketch.
 
 A rewrite of a story keeps its names, numbers and rare content words but not its word order or
 most of its wording, so its shingle Jaccard is far below L3's (and no L2/L3 near miss names it).
-The weighted bag of its unigrams (English words, Chinese character bigrams) of the near-duplicate
+The weighted bag of its unigrams (English words; Chinese jieba words, or character bigrams) of the near-duplicate
 view (``_near_text``: folded, site boilerplate removed) still overlaps: the sketch is that bag,
 weighted ``(1 + log tf) * idf`` with the document frequency of the batch (so function words and a
 site's recurring phrases weigh little), hashed into ``SKETCH_DIM`` signed buckets (a count sketch:
 the inner product of two sketches estimates the inner product of the weighted bags, error about
 1/sqrt(dim)) and L2-normalized. The cosine of two sketches is a TF-IDF cosine, good enough to find
 the few documents worth showing the transformer; it never drops a document on its own.
+
+Chinese words rank a rewrite's source first far more often than character bigrams (dev crawl: 70%
+against 50%, at a median cosine of 0.51 against 0.31; docs/semantic.md, session 17): a bigram across
+a word boundary is noise that every page shares. Words cost a jieba pass over the Chinese rows (rjieba,
+about 4,000 documents/s on one core).
 
 Cost: one pass of the MinHash shingle kernel (unigrams) plus a sort of the (document, feature)
 pairs; no model. ``bench/results/semantic-*.json`` reports it per document.
@@ -27,19 +32,32 @@ if TYPE_CHECKING:
     from dedup_tasks.layers.base import NearText
 
 SKETCH_DIM = 256
-SKETCH_MODEL_ID = f"sketch:tfidf-uni-bi-{SKETCH_DIM}"
+ZH_FEATURES = ("jieba", "char2")
+
+
+def sketch_model_id(zh_features: str = "jieba") -> str:
+    """The store's name for sketches of these features: sketches of another feature space are never
+    compared with them (a registry filled under ``char2`` keeps its id from before words existed)."""
+    if zh_features not in ZH_FEATURES:
+        raise ValueError(f"zh_features must be one of {ZH_FEATURES}, got {zh_features!r}")
+    return f"sketch:tfidf-uni-bi-{SKETCH_DIM}" if zh_features == "char2" else f"sketch:tfidf-words-{SKETCH_DIM}"
+
+
 _BUCKET_SHIFT = np.uint64(64 - int(np.log2(SKETCH_DIM)))
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
-def _features(batch: pa.Table, cache: NearText | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(doc index, uint32 feature hash) of every English word and Chinese character bigram."""
+def _features(batch: pa.Table, cache: NearText | None = None, zh_features: str = "jieba") -> tuple[np.ndarray, np.ndarray]:
+    """(doc index, uint32 feature hash) of every English word and Chinese word (or character bigram)."""
     # Imported here: the layers package imports this module (dedup_tasks.layers.semantic).
     from dedup_tasks.layers.near import chunks, near_text_spans
 
     docs, feats = [], []
     for start, end in chunks(batch.num_rows):
-        cp, starts, ends, modes = near_text_spans(batch.slice(start, end - start), kernels.CHARS, cache=cache)
+        words = zh_features == "jieba"
+        cp, starts, ends, modes = near_text_spans(
+            batch.slice(start, end - start), kernels.WORDS if words else kernels.CHARS, segment_zh=words, cache=cache
+        )
         per_doc = kernels.count_shingles(cp, starts, ends, modes, 1, 2)
         offsets = np.zeros(len(per_doc) + 1, np.int64)
         np.cumsum(per_doc, out=offsets[1:])
@@ -50,11 +68,12 @@ def _features(batch: pa.Table, cache: NearText | None = None) -> tuple[np.ndarra
     return np.concatenate(docs), np.concatenate(feats)
 
 
-def story_sketches(batch: pa.Table, cache: NearText | None = None) -> np.ndarray:
+def story_sketches(batch: pa.Table, cache: NearText | None = None, zh_features: str = "jieba") -> np.ndarray:
     """float32 (n, SKETCH_DIM), rows L2-normalized (all zero for a row without text)."""
+    sketch_model_id(zh_features)  # names a bad choice before any work
     n = batch.num_rows
     out = np.zeros((n, SKETCH_DIM), np.float32)
-    doc, feat = _features(batch, cache)
+    doc, feat = _features(batch, cache, zh_features)
     if len(doc) == 0:
         return out
     # Distinct (document, feature) pairs with their term frequency: one sort, no Python loop.

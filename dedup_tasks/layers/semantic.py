@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from dedup_tasks.contract import CROSS_LOGIT
 from dedup_tasks.embed.cross_encoder import get_cross_encoder
 from dedup_tasks.embed.embedders import document_text, get_embedder, model_id_for
-from dedup_tasks.embed.sketch import SKETCH_MODEL_ID, story_sketches
+from dedup_tasks.embed.sketch import sketch_model_id, story_sketches
 from dedup_tasks.fingerprint.numbers import pair_facts_differ, pair_values_differ
 from dedup_tasks.io import partition_of
 from dedup_tasks.layers.base import Drops, Layer, LayerContext, LayerOutput, fixed_text, strings_np
@@ -365,7 +365,7 @@ class SemanticLayer(Layer):
             earlier = other & (cand < valid[:, None]) & (np.arange(idx.shape[1]) <= k)
             found.append((np.where(other, scores, -np.inf), cand, earlier,
                           doc_ids[np.maximum(cand, 0)].astype(object), np.full(cand.shape, ctx.batch_id, object)))
-        prior_doc, prior_batch, prior_vec = store.scan(SKETCH_MODEL_ID, before_batch=ctx.batch_id)
+        prior_doc, prior_batch, prior_vec = store.scan(sketch_model_id(cfg.semantic_sketch_zh_features), before_batch=ctx.batch_id)
         if len(prior_doc) and len(valid) and prior_vec.shape[1] == sketches.shape[1]:
             scores, idx = search_flat(prior_vec, sketches[valid], max(k, m))
             hit = idx >= 0
@@ -390,7 +390,7 @@ class SemanticLayer(Layer):
             # the pipeline) has only the L2/L3 near misses as candidates.
             return self._confirm(batch, ctx, store, sus_row, cand_doc, cand_batch)
         started = time.perf_counter()
-        sketches = story_sketches(batch, ctx.near_text)
+        sketches = story_sketches(batch, ctx.near_text, self.config.semantic_sketch_zh_features)
         if self.config.semantic_sketch_min_chars > 0:
             # A zero sketch is no candidate and is never searched (sketch_pairs, the stored sketches).
             sketches[text_lengths(batch) < self.config.semantic_sketch_min_chars] = 0.0
@@ -410,7 +410,7 @@ class SemanticLayer(Layer):
         kept[drops.rows] = False
         kept &= np.abs(sketches).sum(axis=1) > 0
         rows = np.flatnonzero(kept)
-        store.put(SKETCH_MODEL_ID, strings_np(batch, "doc_id")[rows], np.full(len(rows), ctx.batch_id, object), sketches[rows])
+        store.put(sketch_model_id(self.config.semantic_sketch_zh_features), strings_np(batch, "doc_id")[rows], np.full(len(rows), ctx.batch_id, object), sketches[rows])
         return drops
 
     def _confirm(

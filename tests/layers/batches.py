@@ -10,7 +10,9 @@ from dedup_tasks.config import DedupConfig
 from dedup_tasks.pipeline import prepare
 
 
-def prepared_batch(texts: list[str], prefix: str, hour: int = 0, page: str = "story", site: bool = False) -> pa.Table:
+def prepared_batch(
+    texts: list[str], prefix: str, hour: int = 0, page: str = "story", site: bool = False, lang: str = "en"
+) -> pa.Table:
     """Rows ``{prefix}0..`` fetched a minute apart from 2026-12-01 ``hour``:00 UTC, prepared by the pipeline;
     ``site`` adds an explicit ``site`` column (one site per row)."""
     n = len(texts)
@@ -21,7 +23,7 @@ def prepared_batch(texts: list[str], prefix: str, hour: int = 0, page: str = "st
         "title": [None] * n,
         "content": texts,
         "fetched_at": pa.array([start + timedelta(minutes=i) for i in range(n)], pa.timestamp("us", tz="UTC")),
-        "lang": ["en"] * n,
+        "lang": [lang] * n,
     }
     if site:
         columns["site"] = [f"site{i}.{prefix}.example" for i in range(n)]

@@ -8,7 +8,7 @@ import pytest
 
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.embed.embedders import resolve_device
-from dedup_tasks.embed.sketch import SKETCH_DIM, SKETCH_MODEL_ID, story_sketches
+from dedup_tasks.embed.sketch import SKETCH_DIM, sketch_model_id, story_sketches
 from dedup_tasks.layers.base import LayerContext
 from dedup_tasks.layers.semantic import SemanticLayer, neighbourhood_cosine
 from dedup_tasks.registry.base import MemoryRegistry
@@ -78,13 +78,50 @@ def test_sketch_of_a_row_without_text_is_zero() -> None:
     assert not sk[1].any()
 
 
+# Two Chinese sentences, and the same two the other way round: the same words, but the character
+# bigram across the join differs.
+ZH_A = "上海市政府今天宣布了新的公共交通计划。地铁票价明年将下调百分之十。"
+ZH_B = "地铁票价明年将下调百分之十。上海市政府今天宣布了新的公共交通计划。"
+ZH_OTHER = "一种被认为已经灭绝的兰花在国家公园的悬崖上被发现。"
+
+
+def test_chinese_sketches_count_words_or_character_bigrams() -> None:
+    zh = prepared_batch([ZH_A, ZH_B, ZH_OTHER], "z", site=True, lang="zh")
+    words, bigrams = story_sketches(zh, zh_features="jieba"), story_sketches(zh, zh_features="char2")
+    assert words[0] @ words[1] == pytest.approx(1.0, abs=1e-5)  # one bag of words
+    assert bigrams[0] @ bigrams[1] < 0.999
+    assert words[0] @ words[2] < 0.3
+    with pytest.raises(ValueError, match="zh_features"):
+        story_sketches(zh, zh_features="pinyin")
+
+
+def test_sketches_of_another_feature_space_are_never_searched() -> None:
+    # A registry filled with bigram sketches, then searched by a config that counts words: no pair.
+    assert sketch_model_id("jieba") != sketch_model_id("char2")
+    registry = MemoryRegistry()
+    store = store_for(registry)
+    b0 = batch_of([STORY, UNRELATED], "a")
+    store.put(sketch_model_id("char2"), np.array(["a0", "a1"], object), np.array([B0, B0], object),
+              story_sketches(b0, zh_features="char2"))
+    b1 = batch_of([OTHER, REWRITE], "b", hour=1)
+
+    def found(zh_features: str) -> set[str]:
+        cfg = DedupConfig(semantic_sketch_min=0.3, semantic_sketch_zh_features=zh_features)
+        _, docs, _, _ = SemanticLayer(cfg).sketch_pairs(b1, LayerContext(B1, cfg, registry), store,
+                                                        story_sketches(b1, zh_features=zh_features))
+        return set(docs)
+
+    assert found("char2") == {"a0"}
+    assert found("jieba") == set()
+
+
 def test_candidates_come_from_earlier_rows_and_earlier_batches_without_near_misses() -> None:
     registry = MemoryRegistry()
     cfg = DedupConfig(semantic_sketch_min=0.3)
     store = store_for(registry)
     layer = SemanticLayer(cfg)
     b0 = batch_of([STORY, UNRELATED], "a")
-    store.put(SKETCH_MODEL_ID, np.array(["a0", "a1"], object), np.array([B0, B0], object), story_sketches(b0))
+    store.put(sketch_model_id(), np.array(["a0", "a1"], object), np.array([B0, B0], object), story_sketches(b0))
     b1 = batch_of([OTHER, REWRITE, REWRITE_2], "b", hour=1)
     rows, docs, batches, scores = layer.sketch_pairs(b1, LayerContext(B1, cfg, registry), store, story_sketches(b1))
     pairs = {(int(r), str(d), str(b)) for r, d, b in zip(rows, docs, batches, strict=True)}
@@ -101,7 +138,7 @@ def test_a_language_floor_overrides_the_shared_candidate_floor() -> None:
     registry = MemoryRegistry()
     store = store_for(registry)
     b0 = batch_of([STORY, UNRELATED], "a")
-    store.put(SKETCH_MODEL_ID, np.array(["a0", "a1"], object), np.array([B0, B0], object), story_sketches(b0))
+    store.put(sketch_model_id(), np.array(["a0", "a1"], object), np.array([B0, B0], object), story_sketches(b0))
     b1 = batch_of([OTHER, REWRITE], "b", hour=1)
     assert set(b1.column("_lang").to_pylist()) == {"en"}
 
@@ -132,7 +169,7 @@ def test_a_candidate_must_stand_out_from_its_rows_neighbourhood(others_cosine, m
     registry = MemoryRegistry()
     store = store_for(registry)
     prior = np.stack([_unit(0.5, 1)] + [_unit(others_cosine, 2 + i) for i in range(4)])
-    store.put(SKETCH_MODEL_ID, np.array(["src", "o0", "o1", "o2", "o3"], object), np.full(5, B0, object), prior)
+    store.put(sketch_model_id(), np.array(["src", "o0", "o1", "o2", "o3"], object), np.full(5, B0, object), prior)
     row = batch_of([OTHER], "b", hour=1)
     query = _unit(1.0, 1)[None, :]
     cfg = DedupConfig(semantic_sketch_min=0.3, semantic_sketch_margin=margin, semantic_sketch_margin_neighbours=4)
@@ -153,7 +190,7 @@ def test_rewrite_is_dropped_and_kept_sketches_are_stored_once(fake) -> None:
     b0 = batch_of([STORY, UNRELATED, REWRITE], "a")
     out = SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, registry))
     assert [(r["doc_id"], r["matched_doc_id"]) for r in out.drops.to_pylist()] == [("a2", "a0")]
-    docs, batches, vectors = store_for(registry).scan(SKETCH_MODEL_ID)
+    docs, batches, vectors = store_for(registry).scan(sketch_model_id())
     # Every kept document's sketch, none of the dropped rewrite.
     assert sorted(docs.tolist()) == ["a0", "a1"] and set(batches.tolist()) == {B0}
     assert out.stats.extra["sketch_pairs"] >= 1
