@@ -1,6 +1,7 @@
 """Does e5-small fine-tuned as a cross-encoder confirm rewrites better than the aligned cosine? (docs/semantic.md, sessions 13-15)
 
-    python -m bench.cross_probe [--lang en|zh] [--steps 700] [--decay] [--no-random] [--hold-stories-only] [--more-files] [--seed 0] [--save-model M.pt] [--save S.npz]
+    python -m bench.cross_probe [--lang en|zh] [--with-lang en|zh] [--steps 700] [--decay] [--no-random] [--hold-stories-only]
+                                [--more-files] [--seed 0] [--save-model M.pt] [--save S.npz]
     python -m bench.cross_probe rescore M.pt en S.npz     # a saved model against today's sentence alignment
     python -m bench.cross_probe report S.npz              # the tables again, from the saved scores
 
@@ -61,8 +62,21 @@ def save_scores(cross, lang: str, path: str) -> None:
     print(f"saved {path}", flush=True)
 
 
-def main(argv: list[str] | None = None) -> None:
+def training_set(
+    lang: str, with_lang: str = "", random_pairs: bool = True, stories_only: bool = False, more_files: bool = False
+) -> tuple[list[str], list[str], np.ndarray]:
+    """The training pairs of ``lang`` (``bench.train_pair_head.training_pairs``), then, for one
+    multilingual model, those of ``with_lang`` (its own held-out dev stories left out too)."""
     from bench.train_pair_head import training_pairs
+
+    a, b, y, _ = training_pairs(lang, random_pairs=random_pairs, stories_only=stories_only, more_files=more_files)
+    if with_lang:
+        a2, b2, y2, _ = training_pairs(with_lang, random_pairs=random_pairs, stories_only=stories_only)
+        a, b, y = a + a2, b + b2, np.concatenate([y, y2])
+    return a, b, y
+
+
+def main(argv: list[str] | None = None) -> None:
     from dedup_tasks.embed.cross_training import save, train
 
     p = argparse.ArgumentParser()
@@ -77,11 +91,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--save", default="cross_probe_scores.npz", help="the scored pairs, for report()")
     p.add_argument("--seed", type=int, default=0, help="of the weight init order and the batches drawn")
     p.add_argument("--more-files", action="store_true", help="also train on MORE_TRAIN_FILES (zh: the dev pair files)")
+    p.add_argument("--with-lang", default="", help="also train on this language's pairs (one multilingual model; "
+                   "scored and reported on --lang only)")
     p.add_argument("--hold-stories-only", action="store_true",
                    help="hold out only the dev stories evaluated here and on the planted crawl (more pairs to train on)")
     args = p.parse_args(argv)
-    a, b, y, counts = training_pairs(args.lang, random_pairs=not args.no_random, stories_only=args.hold_stories_only,
-                                     more_files=args.more_files)
+    a, b, y = training_set(args.lang, args.with_lang, random_pairs=not args.no_random,
+                           stories_only=args.hold_stories_only, more_files=args.more_files)
     print(f"{args.lang}: {len(a):,} training pairs ({int(y.sum()):,} positive)", flush=True)
     t0 = time.time()
     cross = train(a, b, y, steps=args.steps, batch=args.batch, lr=args.lr, side=args.side, decay=args.decay, seed=args.seed,

@@ -39,3 +39,20 @@ def test_more_files_add_training_pairs_but_never_a_held_out_story_or_a_test_file
     held = held_out_text("zh", stories_only=True)
     assert counts2["zh_lcqmc_dev.jsonl"]["held_out"] > 0  # the planted dev stories are cut from it
     assert not any(t in held for t in a2[len(a):len(a) + 200])
+
+
+def test_a_second_language_adds_its_pairs_but_never_its_held_out_stories() -> None:
+    import pytest
+
+    from bench.evaldata import eval_data_available, missing_reason
+
+    if not eval_data_available("pairs"):
+        pytest.skip(missing_reason("pairs"))
+    from bench.cross_probe import training_set
+    from bench.train_pair_head import held_out_text
+
+    a, _, y = training_set("zh", random_pairs=False, stories_only=True)
+    a2, b2, y2 = training_set("zh", "en", random_pairs=False, stories_only=True)
+    assert a2[: len(a)] == a and np.array_equal(y2[: len(y)], y) and len(a2) > len(a)
+    held = held_out_text("en", stories_only=True)
+    assert not any(t in held for t in a2[len(a):] + b2[len(a):])
