@@ -2,8 +2,8 @@
 
 A rewrite of a story keeps its names, numbers and rare content words but not its word order or
 most of its wording, so its shingle Jaccard is far below L3's (and no L2/L3 near miss names it).
-The weighted bag of its unigrams (English words; Chinese jieba words, or character bigrams) of the near-duplicate
-view (``_near_text``: folded, site boilerplate removed) still overlaps: the sketch is that bag,
+The weighted bag of its unigrams (English words; Chinese jieba words, or character bigrams) of the
+near-duplicate view (``_near_text``: folded, site boilerplate removed) still overlaps: the sketch is that bag,
 weighted ``(1 + log tf) * idf`` with the document frequency of the batch (so function words and a
 site's recurring phrases weigh little), hashed into ``SKETCH_DIM`` signed buckets (a count sketch:
 the inner product of two sketches estimates the inner product of the weighted bags, error about
@@ -52,9 +52,9 @@ def _features(batch: pa.Table, cache: NearText | None = None, zh_features: str =
     # Imported here: the layers package imports this module (dedup_tasks.layers.semantic).
     from dedup_tasks.layers.near import chunks, near_text_spans
 
+    words = zh_features == "jieba"
     docs, feats = [], []
     for start, end in chunks(batch.num_rows):
-        words = zh_features == "jieba"
         cp, starts, ends, modes = near_text_spans(
             batch.slice(start, end - start), kernels.WORDS if words else kernels.CHARS, segment_zh=words, cache=cache
         )
