@@ -52,6 +52,9 @@ class ConfigError(ValueError):
     """A configuration value is missing, unknown or out of range."""
 
 
+# What a Chinese story sketch can count (semantic_sketch_zh_features; dedup_tasks.embed.sketch).
+SKETCH_ZH_FEATURES = ("jieba", "char2")
+
 @dataclass(frozen=True)
 class DedupConfig:
     root: str = "./data"
@@ -318,8 +321,8 @@ class DedupConfig:
         if self.semantic_suspect_hamming_max > self.suspect_hamming_max or self.semantic_suspect_jaccard_min < self.suspect_jaccard_min:
             # L4 can only select among the near misses L2/L3 recorded.
             raise ConfigError("the semantic_suspect_* bands must lie inside the recorded suspect_* bands")
-        if self.semantic_sketch_zh_features not in ("jieba", "char2"):
-            raise ConfigError("semantic_sketch_zh_features must be 'jieba' or 'char2'")
+        if self.semantic_sketch_zh_features not in SKETCH_ZH_FEATURES:
+            raise ConfigError(f"semantic_sketch_zh_features must be one of {SKETCH_ZH_FEATURES}")
         if self.semantic_sketch_confirm not in ("head", "aligned", "cross"):
             raise ConfigError("semantic_sketch_confirm must be 'head', 'aligned' or 'cross'")
         for lang in ("en", "zh"):

@@ -26,20 +26,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from dedup_tasks.config import SKETCH_ZH_FEATURES
 from dedup_tasks.fingerprint import kernels
 
 if TYPE_CHECKING:
     from dedup_tasks.layers.base import NearText
 
 SKETCH_DIM = 256
-ZH_FEATURES = ("jieba", "char2")
-
-
 def sketch_model_id(zh_features: str = "jieba") -> str:
     """The store's name for sketches of these features: sketches of another feature space are never
     compared with them (a registry filled under ``char2`` keeps its id from before words existed)."""
-    if zh_features not in ZH_FEATURES:
-        raise ValueError(f"zh_features must be one of {ZH_FEATURES}, got {zh_features!r}")
+    if zh_features not in SKETCH_ZH_FEATURES:
+        raise ValueError(f"zh_features must be one of {SKETCH_ZH_FEATURES}, got {zh_features!r}")
     return f"sketch:tfidf-uni-bi-{SKETCH_DIM}" if zh_features == "char2" else f"sketch:tfidf-words-{SKETCH_DIM}"
 
 

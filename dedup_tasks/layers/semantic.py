@@ -356,31 +356,31 @@ class SemanticLayer(Layer):
         valid = np.flatnonzero(np.abs(sketches).sum(axis=1) > 0)
         langs = strings_np(batch, "_lang")[valid] if "_lang" in batch.column_names else np.full(len(valid), None, object)
         bar = per_language(langs, cfg.semantic_sketch_min_for)[:, None]  # per searching row
-        # Per search: (cosine, may be a candidate, doc_id, batch_id) of each row's neighbours, -inf where none.
-        found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        # Per search: each row's neighbours' cosines (-inf where none), which of them may be candidates,
+        # their index into that search's doc_ids / batch_ids, and those.
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         if len(valid) > 1:
             # + 1: the row finds itself first.
             scores, idx = search_flat(sketches[valid], sketches[valid], max(k, m) + 1)
             cand = np.where(idx >= 0, valid[np.maximum(idx, 0)], -1)
             other = (idx >= 0) & (cand != valid[:, None])
             earlier = other & (cand < valid[:, None]) & (np.arange(idx.shape[1]) <= k)
-            found.append((np.where(other, scores, -np.inf), earlier,
-                          doc_ids[np.maximum(cand, 0)].astype(object), np.full(cand.shape, ctx.batch_id, object)))
+            found.append((np.where(other, scores, -np.inf), earlier, cand, doc_ids, np.full(len(doc_ids), ctx.batch_id, object)))
         prior_doc, prior_batch, prior_vec = store.scan(sketch_model_id(cfg.semantic_sketch_zh_features), before_batch=ctx.batch_id)
         if len(prior_doc) and len(valid) and prior_vec.shape[1] == sketches.shape[1]:
             scores, idx = search_flat(prior_vec, sketches[valid], max(k, m))
             hit = idx >= 0
-            found.append((np.where(hit, scores, -np.inf), hit & (np.arange(idx.shape[1]) < k),
-                          prior_doc[np.maximum(idx, 0)].astype(object), prior_batch[np.maximum(idx, 0)].astype(object)))
+            found.append((np.where(hit, scores, -np.inf), hit & (np.arange(idx.shape[1]) < k), idx, prior_doc, prior_batch))
         if not found:
             return np.empty(0, np.int64), np.empty(0, object), np.empty(0, object), np.empty(0)
         if m:
             around = neighbourhood_cosine(np.concatenate([f[0] for f in found], axis=1), m)
             bar = np.maximum(bar, cfg.semantic_sketch_margin * around[:, None])
         parts = []
-        for scores, is_candidate, docs, batches in found:
+        for scores, is_candidate, index, docs, batches in found:
             q, j = np.nonzero(is_candidate & (scores >= bar))
-            parts.append((valid[q], docs[q, j], batches[q, j], scores[q, j]))
+            at = index[q, j]
+            parts.append((valid[q], docs[at].astype(object), batches[at].astype(object), scores[q, j]))
         return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))  # type: ignore[return-value]
 
     def _suspects(self, batch: pa.Table, ctx: LayerContext) -> Drops:
