@@ -15,6 +15,7 @@ import abc
 import contextlib
 import io
 import threading
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -44,6 +45,17 @@ class EmbeddingStore(abc.ABC):
         What a FAISS index is rebuilt from.
         """
 
+    @abc.abstractmethod
+    def generation(self, model_id: str) -> str | None:
+        """``"<lineage>:<puts>"`` of this model's vectors (None: never written). Every ``put`` moves it to
+        ``puts + 1`` in the same write; a FAISS index that mirrors the vectors records the generation it
+        holds (``faiss_index.PersistentIndex.mirror``)."""
+
+    @abc.abstractmethod
+    def snapshot(self, model_id: str) -> tuple[str | None, np.ndarray, np.ndarray, np.ndarray]:
+        """(generation, doc_ids, batch_ids, vectors) of this model, read together: the vectors are those
+        of that generation, whatever other writers do meanwhile."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
 
@@ -51,6 +63,9 @@ class EmbeddingStore(abc.ABC):
 class MemoryEmbeddingStore(EmbeddingStore):
     def __init__(self) -> None:
         self._rows: dict[tuple[str, str, str], np.ndarray] = {}
+        self._puts: dict[str, int] = {}
+        # A store lives as long as its process: an index left on disk by another one never matches.
+        self._lineage = uuid.uuid4().hex
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -78,7 +93,22 @@ class MemoryEmbeddingStore(EmbeddingStore):
         with self._lock:
             for (d, b), v in zip(keys, vectors, strict=True):
                 self._rows[(model_id, b, d)] = v.copy()
+            self._puts[model_id] = self._puts.get(model_id, 0) + 1
         return len(keys)
+
+    def generation(self, model_id: str) -> str | None:
+        with self._lock:
+            return self._generation(model_id)
+
+    def _generation(self, model_id: str) -> str | None:
+        puts = self._puts.get(model_id)
+        return None if puts is None else f"{self._lineage}:{puts}"
+
+    def snapshot(self, model_id: str) -> tuple[str | None, np.ndarray, np.ndarray, np.ndarray]:
+        with self._lock:
+            items = sorted((k, v) for k, v in self._rows.items() if k[0] == model_id)
+            generation = self._generation(model_id)
+        return (generation, *_scan_result(items))
 
     def scan(self, model_id: str, before_batch: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         with self._lock:
@@ -109,6 +139,7 @@ class PostgresEmbeddingStore(EmbeddingStore):
         self._owns = isinstance(conn_or_dsn, str)
         self._conn = psycopg2.connect(conn_or_dsn) if self._owns else conn_or_dsn
         self._table = sql.Identifier(schema, "embeddings")
+        self._generations = sql.Identifier(schema, "embedding_generations")
 
     def close(self) -> None:
         if self._owns and not self._conn.closed:
@@ -156,7 +187,37 @@ class PostgresEmbeddingStore(EmbeddingStore):
                     " registered_at = now()"
                 ).format(self._table)
             )
-            return cur.rowcount
+            written = cur.rowcount
+            cur.execute(
+                sql.SQL(
+                    "INSERT INTO {0} (model_id, puts) VALUES (%s, 1)"
+                    " ON CONFLICT (model_id) DO UPDATE SET puts = {0}.puts + 1"
+                ).format(self._generations),
+                (model_id,),
+            )
+            return written
+
+    def generation(self, model_id: str) -> str | None:
+        with self._conn, self._conn.cursor() as cur:
+            return self._generation(cur, model_id)
+
+    def _generation(self, cur: Any, model_id: str) -> str | None:
+        cur.execute(sql.SQL("SELECT lineage, puts FROM {} WHERE model_id = %s").format(self._generations), (model_id,))
+        row = cur.fetchone()
+        return None if row is None else f"{row[0]}:{row[1]}"
+
+    def snapshot(self, model_id: str) -> tuple[str | None, np.ndarray, np.ndarray, np.ndarray]:
+        with self._conn, self._conn.cursor() as cur:
+            # One snapshot for both reads: a put committed between them cannot pair new rows with an
+            # old generation.
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            generation = self._generation(cur, model_id)
+            cur.execute(
+                sql.SQL("SELECT batch_id, doc_id, vector FROM {} WHERE model_id = %s ORDER BY batch_id, doc_id").format(self._table),
+                (model_id,),
+            )
+            rows = cur.fetchall()
+        return (generation, *_scan_result([((model_id, b, d), np.frombuffer(bytes(v), np.float32)) for b, d, v in rows]))
 
     def scan(self, model_id: str, before_batch: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         query = sql.SQL(

@@ -65,6 +65,30 @@ def check_store(store: EmbeddingStore) -> None:
     np.testing.assert_array_equal(v[0], vec[0] * 2)
     assert store.scan("model-a", before_batch="2026-12-01T01")[0].tolist() == ["a", "b\tweird\\id"]
     assert store.get("model-a", np.empty(0, object), np.empty(0, object))[0].shape == (0,)
+    check_generations(store, vec)
+
+
+def check_generations(store: EmbeddingStore, vec: np.ndarray) -> None:
+    """Each put moves its own model's generation on by one; a snapshot pairs rows with theirs."""
+    assert store.generation("model-never-written") is None
+    lineage, _, puts = store.generation("model-a").rpartition(":")
+    other = store.generation("model-b")
+    assert int(puts) == 2 and other.endswith(":1")
+    store.put("model-a", np.array(["d"], object), np.array(["2026-12-01T02"], object), vec[:1])
+    assert store.generation("model-a") == f"{lineage}:3" and store.generation("model-b") == other
+    generation, docs, batches, vectors = store.snapshot("model-a")
+    assert generation == f"{lineage}:3"
+    assert docs.tolist() == ["a", "b\tweird\\id", "c", "d"] and batches.tolist()[-1] == "2026-12-01T02"
+    np.testing.assert_array_equal(vectors[-1], vec[0])
+    assert store.snapshot("model-never-written")[0] is None and len(store.snapshot("model-never-written")[1]) == 0
+
+
+def test_stores_have_lineages_of_their_own() -> None:
+    # An index written for one registry is never taken for another's (same number of puts).
+    one, two = MemoryEmbeddingStore(), MemoryEmbeddingStore()
+    for store in (one, two):
+        store.put("m", np.array(["a"], object), np.array(["b"], object), np.ones((1, 2), np.float32))
+    assert one.generation("m") != two.generation("m")
 
 
 def test_memory_store() -> None:
