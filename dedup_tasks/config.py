@@ -249,6 +249,10 @@ class DedupConfig:
     # 1.1; docs/semantic.md, session 17). 0: off (floor only).
     semantic_sketch_margin: float = 1.1
     semantic_sketch_margin_neighbours: int = 4
+    # HNSW's search list over the earlier batches' sketches, once they are more than 50,000 (below,
+    # the search is exact): the share of rewrites whose source is found first, against time
+    # (docs/semantic.md, session 18).
+    semantic_sketch_ef_search: int = 256
     # What a Chinese story sketch counts: "jieba" words, or "char2" character bigrams (the sketches of
     # registries filled before words; dedup_tasks.embed.sketch). Each has its own id in the store.
     semantic_sketch_zh_features: str = "jieba"
@@ -469,6 +473,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "semantic_sketch_min_chars": (0, None),
     "semantic_sketch_margin": (0.0, None),
     "semantic_sketch_margin_neighbours": (1, None),
+    "semantic_sketch_ef_search": (1, None),
     "semantic_sketch_facts_min_new": (0, None),
     "semantic_sketch_facts_min_share": (0.0, 1.0),
     "semantic_aligned_head_min": (-1.0, 1.0),

@@ -7,8 +7,8 @@ candidate, or an earlier embedded row of this batch (exact IndexFlatIP search), 
 threshold. Rows without suspects cost nothing: no model is loaded for a batch without suspects.
 
 ``full`` mode: every row is embedded and searched against an HNSW index of every kept document of
-earlier batches (``<root>/registry/faiss/<model_id>.index``) and against the earlier rows of the batch;
-the rows it keeps are added to that index.
+earlier batches (``<root>/registry/faiss/<model_id>_kept.index``, mirroring the store's
+``<model_id>#kept`` rows) and against the earlier rows of the batch; the rows it keeps are added to both.
 
 Candidates from earlier batches are embedded from their published partition
 (``<root>/deduped/<partition>``) once per model; their vectors are cached in the registry's
@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from dedup_tasks.contract import CROSS_LOGIT
 from dedup_tasks.embed.cross_encoder import get_cross_encoder
 from dedup_tasks.embed.embedders import document_text, get_embedder, model_id_for
+from dedup_tasks.embed.faiss_index import PersistentIndex
 from dedup_tasks.embed.sketch import sketch_model_id, story_sketches
 from dedup_tasks.fingerprint.numbers import pair_facts_differ, pair_values_differ
 from dedup_tasks.io import partition_of
@@ -42,6 +43,11 @@ log = logging.getLogger(__name__)
 
 FLAT_NEIGHBOURS = 16
 INDEX_NEIGHBOURS = 32
+
+
+def kept_model_id(model_id: str) -> str:
+    """The store's id for the ``full`` mode's kept documents of ``model_id`` (what its index mirrors)."""
+    return f"{model_id}#kept"
 
 
 def neighbourhood_cosine(cosines: np.ndarray, m: int) -> np.ndarray:
@@ -335,7 +341,8 @@ class SemanticLayer(Layer):
         return np.concatenate(rows), np.concatenate(docs), np.concatenate(batches)
 
     def sketch_pairs(
-        self, batch: pa.Table, ctx: LayerContext, store: EmbeddingStore, sketches: np.ndarray
+        self, batch: pa.Table, ctx: LayerContext, store: EmbeddingStore, sketches: np.ndarray,
+        history: PersistentIndex | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(row, candidate doc_id, candidate batch_id, sketch cosine) of every rewrite candidate.
 
@@ -346,6 +353,9 @@ class SemanticLayer(Layer):
         ``semantic_sketch_margin_neighbours`` nearest sketches anywhere (``neighbourhood_cosine``).
         Nothing here depends on a lexical near miss: a rewrite shares its names and content words, not
         its shingles.
+
+        The earlier batches' sketches are searched through ``history`` (``sketch_history``: an HNSW
+        index mirroring the store), so the cost of an hour grows with the log of the history, not with it.
         """
         from dedup_tasks.embed.faiss_index import search_flat
 
@@ -366,11 +376,11 @@ class SemanticLayer(Layer):
             other = (idx >= 0) & (cand != valid[:, None])
             earlier = other & (cand < valid[:, None]) & (np.arange(idx.shape[1]) <= k)
             found.append((np.where(other, scores, -np.inf), earlier, cand, doc_ids, np.full(len(doc_ids), ctx.batch_id, object)))
-        prior_doc, prior_batch, prior_vec = store.scan(sketch_model_id(cfg.semantic_sketch_zh_features), before_batch=ctx.batch_id)
-        if len(prior_doc) and len(valid) and prior_vec.shape[1] == sketches.shape[1]:
-            scores, idx = search_flat(prior_vec, sketches[valid], max(k, m))
+        history = self.sketch_history(store, sketches.shape[1]) if history is None else history
+        if len(history) and len(valid):
+            scores, idx = history.neighbours(sketches[valid], max(k, m), ctx.batch_id, cfg.semantic_sketch_ef_search)
             hit = idx >= 0
-            found.append((np.where(hit, scores, -np.inf), hit & (np.arange(idx.shape[1]) < k), idx, prior_doc, prior_batch))
+            found.append((scores, hit & (np.arange(idx.shape[1]) < k), idx, history.doc_id, history.batch_id))
         if not found:
             return np.empty(0, np.int64), np.empty(0, object), np.empty(0, object), np.empty(0)
         if m:
@@ -382,6 +392,10 @@ class SemanticLayer(Layer):
             at = index[q, j]
             parts.append((valid[q], docs[at].astype(object), batches[at].astype(object), scores[q, j]))
         return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))  # type: ignore[return-value]
+
+    def sketch_history(self, store: EmbeddingStore, dim: int) -> PersistentIndex:
+        """The kept documents' story sketches of earlier batches, as the index that mirrors the store."""
+        return PersistentIndex.mirror(self.config.root, sketch_model_id(self.config.semantic_sketch_zh_features), dim, store)
 
     def _suspects(self, batch: pa.Table, ctx: LayerContext) -> Drops:
         sus_row, cand_doc, cand_batch = self.suspect_pairs(batch)
@@ -395,7 +409,8 @@ class SemanticLayer(Layer):
         if self.config.semantic_sketch_min_chars > 0:
             # A zero sketch is no candidate and is never searched (sketch_pairs, the stored sketches).
             sketches[text_lengths(batch) < self.config.semantic_sketch_min_chars] = 0.0
-        s_row, s_doc, s_batch, _ = self.sketch_pairs(batch, ctx, store, sketches)
+        history = self.sketch_history(store, sketches.shape[1])
+        s_row, s_doc, s_batch, _ = self.sketch_pairs(batch, ctx, store, sketches, history)
         self._stats["sketch_seconds"] = round(time.perf_counter() - started, 3)
         self._stats["sketch_pairs"] = len(s_row)
         # Near-miss pairs at their language's threshold, sketch pairs at the sketch threshold.
@@ -411,7 +426,10 @@ class SemanticLayer(Layer):
         kept[drops.rows] = False
         kept &= np.abs(sketches).sum(axis=1) > 0
         rows = np.flatnonzero(kept)
-        store.put(sketch_model_id(self.config.semantic_sketch_zh_features), strings_np(batch, "doc_id")[rows], np.full(len(rows), ctx.batch_id, object), sketches[rows])
+        model_id = sketch_model_id(self.config.semantic_sketch_zh_features)
+        kept_docs, kept_batch = strings_np(batch, "doc_id")[rows], np.full(len(rows), ctx.batch_id, object)
+        store.put(model_id, kept_docs, kept_batch, sketches[rows])
+        history.follow(store, model_id, kept_docs, kept_batch, sketches[rows])
         return drops
 
     def _confirm(
@@ -703,7 +721,7 @@ class SemanticLayer(Layer):
 
     # ---- full mode ----------------------------------------------------------------------------
     def _full(self, batch: pa.Table, ctx: LayerContext) -> Drops:
-        from dedup_tasks.embed.faiss_index import PersistentIndex, search_flat
+        from dedup_tasks.embed.faiss_index import search_flat
 
         n = batch.num_rows
         doc_ids = strings_np(batch, "doc_id")
@@ -720,7 +738,10 @@ class SemanticLayer(Layer):
         if not ok.any():
             return Drops.none()
         dim = vec.shape[1]
-        index = PersistentIndex.open(self.config.root, model_id, dim)
+        # The kept rows' vectors under an id of their own: the index mirrors exactly those (the store
+        # also holds dropped rows and candidates under model_id).
+        kept_id = kept_model_id(model_id)
+        index = PersistentIndex.mirror(self.config.root, kept_id, dim, store)
         row_threshold = self._row_thresholds(batch)
         valid = np.flatnonzero(ok)
         prior, prior_doc, prior_batch = index.search(vec[valid], INDEX_NEIGHBOURS, ctx.batch_id)
@@ -742,8 +763,9 @@ class SemanticLayer(Layer):
                 out_batch.append(best[2])
                 out_score.append(float(best[0]))
         kept = valid[~dropped[valid]]
-        index.add(doc_ids[kept], np.full(len(kept), ctx.batch_id, object), vec[kept])
-        index.save()
+        kept_docs, kept_batch = doc_ids[kept], np.full(len(kept), ctx.batch_id, object)
+        store.put(kept_id, kept_docs, kept_batch, vec[kept])
+        index.follow(store, kept_id, kept_docs, kept_batch, vec[kept])
         if not out_rows:
             return Drops.none()
         self._drop_thresholds = row_threshold[np.array(out_rows, np.int64)]

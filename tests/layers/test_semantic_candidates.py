@@ -8,6 +8,7 @@ import pytest
 
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.embed.embedders import resolve_device
+from dedup_tasks.embed.faiss_index import PersistentIndex
 from dedup_tasks.embed.sketch import SKETCH_DIM, sketch_model_id, story_sketches
 from dedup_tasks.layers.base import LayerContext
 from dedup_tasks.layers.semantic import SemanticLayer, neighbourhood_cosine
@@ -17,6 +18,12 @@ from tests.embed.fakes import FakeEmbedder, write_cross_encoder
 from tests.layers.batches import prepared_batch
 
 B0, B1 = "2026-12-01T00", "2026-12-01T01"
+
+
+@pytest.fixture(autouse=True)
+def _data_root(tmp_path, monkeypatch) -> None:
+    # The sketch history index is written under the config's root, "./data" by default.
+    monkeypatch.chdir(tmp_path)
 
 STORY = (
     "Shares of Northwind Traders fell 14 percent on Monday after the company cut its annual forecast, "
@@ -210,6 +217,25 @@ def test_second_hour_embeds_no_earlier_document_again(fake) -> None:
     assert fake.encoded == [b1.column("_near_text").to_pylist()[1]]
     assert [(r["doc_id"], r["matched_doc_id"], r["matched_batch_id"]) for r in out.drops.to_pylist()] == [("b1", "a0", B0)]
     assert out.stats.extra["cached"] >= 1
+
+
+def test_the_next_hour_searches_the_saved_history_index_without_reading_the_store_back(fake, tmp_path) -> None:
+    registry = MemoryRegistry()
+    cfg = config(root=str(tmp_path / "root"))
+    # Hour 00 embeds its story (its rewrite is a candidate pair): hour 01 needs no published partition.
+    SemanticLayer(cfg).run(batch_of([STORY, UNRELATED, REWRITE], "a"), LayerContext(B0, cfg, registry))
+    store = store_for(registry)
+    saved = PersistentIndex.open(cfg.root, sketch_model_id(), SKETCH_DIM)
+    assert sorted(saved.doc_id.tolist()) == ["a0", "a1"] and saved.generation == store.generation(sketch_model_id())
+
+    def no_snapshot(model_id: str):
+        raise AssertionError("an hour read every stored sketch back")
+
+    store.snapshot = no_snapshot  # type: ignore[method-assign]
+    out = SemanticLayer(cfg).run(batch_of([OTHER, REWRITE_2], "b", hour=1), LayerContext(B1, cfg, registry))
+    assert [(r["doc_id"], r["matched_doc_id"]) for r in out.drops.to_pylist()] == [("b1", "a0")]
+    saved = PersistentIndex.open(cfg.root, sketch_model_id(), SKETCH_DIM)
+    assert sorted(saved.doc_id.tolist()) == ["a0", "a1", "b0"] and saved.generation == store.generation(sketch_model_id())
 
 
 def test_sketch_candidates_are_opt_in(fake) -> None:
