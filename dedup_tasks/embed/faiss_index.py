@@ -13,9 +13,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -70,28 +73,36 @@ class PersistentIndex:
         return int(self.index.ntotal)
 
     # ---- persistence ----------------------------------------------------------------------------
+    @property
+    def lock(self) -> Path:
+        return self.path.with_suffix(".lock")
+
     @classmethod
     def open(cls, root: str | Path, model_id: str, dim: int) -> PersistentIndex:
         """The index on disk, or a new empty one."""
         path = index_path(root, model_id)
         out = cls(path, dim)
         if path.exists() and out.sidecar.exists():
-            index = _faiss().read_index(str(path))
-            ids = np.load(out.sidecar, allow_pickle=False)
+            with _locked(out.lock, exclusive=False):
+                index = _faiss().read_index(str(path))
+                ids = np.load(out.sidecar, allow_pickle=False)
+                ids = {name: ids[name] for name in ids.files}
             if index.d != dim or index.ntotal != len(ids["doc_id"]):
                 raise RuntimeError(f"{path}: index and sidecar disagree (dim {index.d}, {index.ntotal} vectors); rebuild it")
             index.hnsw.efSearch = HNSW_EF_SEARCH
             out.index = index
             out.doc_id = ids["doc_id"].astype(object)
             out.batch_id = ids["batch_id"].astype(object)
-            out.generation = str(ids["generation"]) if "generation" in ids.files else None
+            out.generation = str(ids["generation"]) if "generation" in ids else None
         return out
 
     def save(self) -> None:
         """Write index and sidecar under temporary names, then rename each into place.
 
         The sidecar is renamed last and ``open`` checks the two agree, so a crash between the renames
-        is detected instead of silently mapping FAISS ids to the wrong documents.
+        is detected instead of silently mapping FAISS ids to the wrong documents. The renames happen
+        under the index's lock, which ``open`` shares: two processes saving at once cannot leave one's
+        index beside the other's sidecar (a generation that does not describe the graph).
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tag = uuid.uuid4().hex
@@ -101,8 +112,9 @@ class PersistentIndex:
             _faiss().write_index(self.index, str(tmp_index))
             extra = {} if self.generation is None else {"generation": np.array(self.generation)}
             np.savez(tmp_ids, doc_id=self.doc_id.astype(str), batch_id=self.batch_id.astype(str), **extra)
-            os.replace(tmp_index, self.path)
-            os.replace(tmp_ids, self.sidecar)
+            with _locked(self.lock, exclusive=True):
+                os.replace(tmp_index, self.path)
+                os.replace(tmp_ids, self.sidecar)
         finally:
             for tmp in (tmp_index, tmp_ids):
                 tmp.unlink(missing_ok=True)
@@ -140,6 +152,9 @@ class PersistentIndex:
         index is rebuilt from the store, so it never claims a generation whose rows it lacks.
         """
         generation = store.generation(model_id)
+        if len(doc_ids) == 0 and generation == self.generation:  # nothing was written: nothing to mirror
+            self.save()
+            return
         own_write = generation is not None and generation == _next_generation(self.generation, generation, len(self))
         batches = np.unique(np.asarray(batch_ids, object).astype(str))
         if own_write and not (len(self) and np.isin(self.batch_id.astype(str), batches).any()):
@@ -225,6 +240,17 @@ class PersistentIndex:
         docs[hit] = self.doc_id[safe[rows, col]][hit]
         batches[hit] = self.batch_id[safe[rows, col]][hit]
         return best, docs, batches
+
+
+@contextlib.contextmanager
+def _locked(path: Path, *, exclusive: bool) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _next_generation(held: str | None, current: str, size: int) -> str | None:

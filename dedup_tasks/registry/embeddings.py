@@ -89,6 +89,8 @@ class MemoryEmbeddingStore(EmbeddingStore):
 
     def put(self, model_id: str, doc_ids: np.ndarray, batch_ids: np.ndarray, vectors: np.ndarray) -> int:
         keys = _pairs(doc_ids, batch_ids)
+        if not keys:  # as in PostgreSQL: no write, the generation stays
+            return 0
         vectors = np.asarray(vectors, np.float32)
         with self._lock:
             for (d, b), v in zip(keys, vectors, strict=True):

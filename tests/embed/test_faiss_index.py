@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -87,3 +90,35 @@ def test_a_rerun_of_an_old_batch_finds_only_documents_of_earlier_batches(tmp_pat
     scores, found = index.neighbours(unit(0), 3, before_batch="2026-12-01T03", exact_up_to=exact_up_to)
     assert sorted(index.doc_id[found[0, :2]].tolist()) == ["late", "late2"]
     assert index.neighbours(unit(0), 3, before_batch=B0, exact_up_to=exact_up_to)[1].tolist() == [[-1, -1, -1]]
+
+
+def test_an_hour_that_keeps_no_sketch_leaves_the_index_current(tmp_path: Path) -> None:
+    store = MemoryEmbeddingStore()
+    index = PersistentIndex.mirror(tmp_path, MODEL, 4, store)
+    index.follow(store, MODEL, *put(store, ["a"], B0, unit(0)))
+
+    def no_snapshot(model_id: str):
+        raise AssertionError("the index was rebuilt")
+
+    store.snapshot = no_snapshot  # type: ignore[method-assign]
+    index.follow(store, MODEL, *put(store, [], B1, np.zeros((0, 4), np.float32)))
+    assert index.generation == store.generation(MODEL) and index.doc_id.tolist() == ["a"]
+
+
+def test_a_save_waits_for_a_reader_of_the_index_and_its_sidecar(tmp_path: Path) -> None:
+    # Index and sidecar are two files: a reader between the two renames of a save would pair one
+    # writer's graph with another's ids and generation.
+    store = MemoryEmbeddingStore()
+    index = PersistentIndex.mirror(tmp_path, MODEL, 4, store)
+    index.follow(store, MODEL, *put(store, ["a"], B0, unit(0)))
+    with open(index.lock, "a+b") as reader:
+        fcntl.flock(reader, fcntl.LOCK_SH)
+        saving = threading.Thread(target=index.follow, args=(store, MODEL, *put(store, ["b"], B1, unit(1))))
+        saving.start()
+        time.sleep(0.5)
+        assert saving.is_alive()
+        assert np.load(index.sidecar)["doc_id"].tolist() == ["a"]  # the first save's files, still
+        fcntl.flock(reader, fcntl.LOCK_UN)
+    saving.join(10)
+    assert not saving.is_alive()
+    assert PersistentIndex.open(tmp_path, MODEL, 4).doc_id.tolist() == ["a", "b"]

@@ -76,6 +76,8 @@ def check_generations(store: EmbeddingStore, vec: np.ndarray) -> None:
     assert int(puts) == 2 and other.endswith(":1")
     store.put("model-a", np.array(["d"], object), np.array(["2026-12-01T02"], object), vec[:1])
     assert store.generation("model-a") == f"{lineage}:3" and store.generation("model-b") == other
+    assert store.put("model-a", np.empty(0, object), np.empty(0, object), np.zeros((0, 8), np.float32)) == 0
+    assert store.generation("model-a") == f"{lineage}:3"  # nothing written, nothing moved
     generation, docs, batches, vectors = store.snapshot("model-a")
     assert generation == f"{lineage}:3"
     assert docs.tolist() == ["a", "b\tweird\\id", "c", "d"] and batches.tolist()[-1] == "2026-12-01T02"
