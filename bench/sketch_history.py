@@ -26,7 +26,6 @@ import os
 import shutil
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -55,79 +54,77 @@ def measure(size: int, hour: int, dsn: str, rng: np.random.Generator, ef_searche
     import psycopg2
 
     from dedup_tasks.registry.embeddings import PostgresEmbeddingStore
-    from dedup_tasks.registry.migrate import migrate
+    from dedup_tasks.registry.migrate import scratch_schema
 
     conn = psycopg2.connect(dsn)
-    schema = f"bench_sketch_{uuid.uuid4().hex[:8]}"
-    migrate(conn, schema)
-    store = PostgresEmbeddingStore(conn, schema)
     root = Path(tempfile.mkdtemp(prefix="sketch-history-"))
     try:
-        history = clustered(size, rng)
-        for start in range(0, size, 50_000):  # earlier hours, each mirrored as the layer does
-            part = slice(start, min(start + 50_000, size))
-            batch = np.full(part.stop - part.start, f"2026-11-{1 + start // 50_000:02d}T00", object)
-            index = PersistentIndex.mirror(root, MODEL, SKETCH_DIM, store)
-            store.put(MODEL, ids("h", size)[part], batch, history[part])
-            index.follow(store, MODEL, ids("h", size)[part], batch, history[part])
-        # The hour: half rewrites of history (near a stored sketch), half new stories.
-        queries = np.concatenate([
-            history[rng.integers(0, size, hour // 2)] + rng.standard_normal((hour // 2, SKETCH_DIM)).astype(np.float32) * 0.05,
-            clustered(hour - hour // 2, rng),
-        ])
-        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-        now = "2026-12-01T00"
-
-        started = time.perf_counter()
-        scanned_docs, _, vectors = store.scan(MODEL, before_batch=now)
-        read = time.perf_counter() - started
-        exact_scores, exact_idx = search_flat(vectors, queries, K)
-        flat = time.perf_counter() - started
-
-        started = time.perf_counter()
-        index = PersistentIndex.mirror(root, MODEL, SKETCH_DIM, store)
-        opened = time.perf_counter() - started
-        # HNSW ids are insertion order and the store scans in key order: compare by doc id.
-        exact_docs = scanned_docs[exact_idx]
-        near = exact_scores[:, 0] >= 0.5  # the sources: what a candidate floor would pass
-        by_ef = []
-        for ef in ef_searches:
-            started = time.perf_counter()
-            _, idx = index.neighbours(queries, K, now, ef, exact_up_to=0)
-            searched = time.perf_counter() - started
-            found_docs = index.doc_id[np.maximum(idx, 0)]
-            recall = np.mean([len(set(e) & set(f)) / K for e, f in zip(exact_docs[near], found_docs[near], strict=True)])
-            by_ef.append({
-                "ef_search": ef, "search_s": round(searched, 2), "recall_at_4": round(float(recall), 4),
-                "source_first": round(float(np.mean(exact_docs[near, 0] == found_docs[near, 0])), 4),
-            })
-        kept = ids("q", hour)
-        store.put(MODEL, kept, np.full(hour, now, object), queries)
-        started = time.perf_counter()
-        index.follow(store, MODEL, kept, np.full(hour, now, object), queries)
-        followed = time.perf_counter() - started
-
-        started = time.perf_counter()
-        rebuilt = PersistentIndex._from_snapshot(index.path, SKETCH_DIM, store, MODEL)
-        rebuild = time.perf_counter() - started
-        assert len(rebuilt) == size + hour
-        index_mb = (index.path.stat().st_size + index.sidecar.stat().st_size) / 2**20
-        row = {
-            "history": size, "hour": hour, "k": K,
-            "flat_read_s": round(read, 2), "flat_total_s": round(flat, 2),
-            "mirror_open_s": round(opened, 2), "mirror_follow_s": round(followed, 2), "mirror_search": by_ef,
-            "rebuild_s": round(rebuild, 2), "index_mb": round(index_mb, 1), "sources": int(near.sum()),
-            "load_average": [round(x, 2) for x in os.getloadavg()],
-        }
-        print(row, flush=True)
-        return row
+        with scratch_schema(conn, "bench_sketch") as schema:
+            return _measure(PostgresEmbeddingStore(conn, schema), root, size, hour, rng, ef_searches)
     finally:
-        conn.rollback()
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            cur.execute(f'DROP SCHEMA "{schema}" CASCADE')
         conn.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _measure(store: Any, root: Path, size: int, hour: int, rng: np.random.Generator, ef_searches: list[int]) -> dict[str, Any]:
+    history = clustered(size, rng)
+    for start in range(0, size, 50_000):  # earlier hours, each mirrored as the layer does
+        part = slice(start, min(start + 50_000, size))
+        batch = np.full(part.stop - part.start, f"2026-11-{1 + start // 50_000:02d}T00", object)
+        index = PersistentIndex.mirror(root, MODEL, SKETCH_DIM, store)
+        store.put(MODEL, ids("h", size)[part], batch, history[part])
+        index.follow(store, MODEL, ids("h", size)[part], batch, history[part])
+    # The hour: half rewrites of history (near a stored sketch), half new stories.
+    queries = np.concatenate([
+        history[rng.integers(0, size, hour // 2)] + rng.standard_normal((hour // 2, SKETCH_DIM)).astype(np.float32) * 0.05,
+        clustered(hour - hour // 2, rng),
+    ])
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    now = "2026-12-01T00"
+
+    started = time.perf_counter()
+    scanned_docs, _, vectors = store.scan(MODEL, before_batch=now)
+    read = time.perf_counter() - started
+    exact_scores, exact_idx = search_flat(vectors, queries, K)
+    flat = time.perf_counter() - started
+
+    started = time.perf_counter()
+    index = PersistentIndex.mirror(root, MODEL, SKETCH_DIM, store)
+    opened = time.perf_counter() - started
+    # HNSW ids are insertion order and the store scans in key order: compare by doc id.
+    exact_docs = scanned_docs[exact_idx]
+    near = exact_scores[:, 0] >= 0.5  # the sources: what a candidate floor would pass
+    by_ef = []
+    for ef in ef_searches:
+        started = time.perf_counter()
+        _, idx = index.neighbours(queries, K, now, ef, exact_up_to=0)
+        searched = time.perf_counter() - started
+        found_docs = index.doc_id[np.maximum(idx, 0)]
+        recall = np.mean([len(set(e) & set(f)) / K for e, f in zip(exact_docs[near], found_docs[near], strict=True)])
+        by_ef.append({
+            "ef_search": ef, "search_s": round(searched, 2), "recall_at_4": round(float(recall), 4),
+            "source_first": round(float(np.mean(exact_docs[near, 0] == found_docs[near, 0])), 4),
+        })
+    kept = ids("q", hour)
+    store.put(MODEL, kept, np.full(hour, now, object), queries)
+    started = time.perf_counter()
+    index.follow(store, MODEL, kept, np.full(hour, now, object), queries)
+    followed = time.perf_counter() - started
+
+    started = time.perf_counter()
+    rebuilt = PersistentIndex._from_snapshot(index.path, SKETCH_DIM, store, MODEL)
+    rebuild = time.perf_counter() - started
+    assert len(rebuilt) == size + hour
+    index_mb = (index.path.stat().st_size + index.sidecar.stat().st_size) / 2**20
+    row = {
+        "history": size, "hour": hour, "k": K,
+        "flat_read_s": round(read, 2), "flat_total_s": round(flat, 2),
+        "mirror_open_s": round(opened, 2), "mirror_follow_s": round(followed, 2), "mirror_search": by_ef,
+        "rebuild_s": round(rebuild, 2), "index_mb": round(index_mb, 1), "sources": int(near.sum()),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+    print(row, flush=True)
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,9 +8,12 @@ DAG runs starting at once), and each file is re-checked under the lock before it
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -178,3 +181,18 @@ def migrate(conn: Any, schema: str = DEFAULT_SCHEMA, *, target: int | None = Non
 
 def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
+
+
+@contextlib.contextmanager
+def scratch_schema(conn: Any, prefix: str) -> Iterator[str]:
+    """A new schema ``<prefix>_<random>`` at this code's version, dropped with all it holds on exit
+    (benchmarks and tests that need a registry of their own)."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    migrate(conn, schema)
+    try:
+        yield schema
+    finally:
+        conn.rollback()
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 
 import numpy as np
@@ -16,7 +15,7 @@ from dedup_tasks.registry.embeddings import (
     PostgresEmbeddingStore,
     store_for,
 )
-from dedup_tasks.registry.migrate import migrate
+from dedup_tasks.registry.migrate import scratch_schema
 
 DSN = os.environ.get("DEDUP_TEST_DB_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -28,16 +27,10 @@ def pg_store() -> Iterator[PostgresEmbeddingStore]:
         conn = psycopg2.connect(DSN, connect_timeout=3)
     except psycopg2.OperationalError as exc:
         pytest.skip(f"no PostgreSQL at {DSN}: {exc}")
-    schema = f"test_emb_{uuid.uuid4().hex[:10]}"
-    migrate(conn, schema)
-    store = PostgresEmbeddingStore(conn, schema)
     try:
-        yield store
+        with scratch_schema(conn, "test_emb") as schema:
+            yield PostgresEmbeddingStore(conn, schema)
     finally:
-        conn.rollback()
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            cur.execute(f'DROP SCHEMA "{schema}" CASCADE')
         conn.close()
 
 
