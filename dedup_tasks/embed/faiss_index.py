@@ -168,22 +168,12 @@ class PersistentIndex:
 
     # ---- contents -------------------------------------------------------------------------------
     def add(self, doc_ids: np.ndarray, batch_ids: np.ndarray, vectors: np.ndarray) -> None:
-        """Add vectors; a batch already in the index (a rerun) has its old vectors replaced."""
-        batch_ids = np.asarray(batch_ids, object)
-        rerun = np.isin(self.batch_id.astype(str), np.unique(batch_ids.astype(str))) if len(self) else np.zeros(0, bool)
-        if rerun.any():
-            # HNSW cannot delete: rebuild from the vectors that stay (reconstructed from the graph's storage).
-            keep = np.flatnonzero(~rerun)
-            old = self.index.reconstruct_n(0, len(self)) if len(keep) else np.zeros((0, self.dim), np.float32)
-            fresh = PersistentIndex(self.path, self.dim)
-            if len(keep):
-                fresh.add(self.doc_id[keep], self.batch_id[keep], old[keep])
-            self.index, self.doc_id, self.batch_id = fresh.index, fresh.doc_id, fresh.batch_id
+        """Append vectors (a rerun's batch is not replaced here: ``follow`` rebuilds from the store)."""
         if len(doc_ids) == 0:
             return
         self.index.add(np.ascontiguousarray(vectors, np.float32))
         self.doc_id = np.concatenate([self.doc_id, np.asarray(doc_ids, object)])
-        self.batch_id = np.concatenate([self.batch_id, batch_ids])
+        self.batch_id = np.concatenate([self.batch_id, np.asarray(batch_ids, object)])
 
     def neighbours(
         self, queries: np.ndarray, k: int, before_batch: str, ef_search: int = HNSW_EF_SEARCH,
@@ -216,30 +206,16 @@ class PersistentIndex:
         ids[:, : idx.shape[1]] = np.where(hit, idx, -1)
         return scores, ids
 
-    def search(self, queries: np.ndarray, k: int, before_batch: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Best hit per query among documents of batches < ``before_batch``: (cosine, doc_id, batch_id).
-
-        cosine is -inf (and ids None) where there is none. Later batches are filtered out after the
-        search (a rerun of an old batch must not match documents of newer batches), so k is widened.
-        """
-        n = len(queries)
-        best = np.full(n, -np.inf)
-        docs = np.full(n, None, object)
-        batches = np.full(n, None, object)
-        if n == 0 or len(self) == 0:
-            return best, docs, batches
-        scores, idx = self.index.search(np.ascontiguousarray(queries, np.float32), min(k, len(self)))
-        valid = idx >= 0
-        safe = np.where(valid, idx, 0)
-        earlier = valid & (self.batch_id[safe].astype(str) < before_batch)
-        scores = np.where(earlier, scores, -np.inf)
-        col = np.argmax(scores, axis=1)
-        rows = np.arange(n)
-        best = scores[rows, col].astype(float)
-        hit = np.isfinite(best)
-        docs[hit] = self.doc_id[safe[rows, col]][hit]
-        batches[hit] = self.batch_id[safe[rows, col]][hit]
-        return best, docs, batches
+    def search(self, queries: np.ndarray, before_batch: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Best hit per query among documents of batches < ``before_batch``: (cosine, doc_id, batch_id);
+        -inf (and ids None) where there is none."""
+        scores, idx = self.neighbours(queries, 1, before_batch)
+        hit = idx[:, 0] >= 0
+        docs = np.full(len(queries), None, object)
+        batches = np.full(len(queries), None, object)
+        docs[hit] = self.doc_id[idx[hit, 0]]
+        batches[hit] = self.batch_id[idx[hit, 0]]
+        return scores[:, 0].astype(float), docs, batches
 
 
 @contextlib.contextmanager

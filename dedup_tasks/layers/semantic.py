@@ -42,7 +42,6 @@ from dedup_tasks.registry.embeddings import EmbeddingStore, store_for
 log = logging.getLogger(__name__)
 
 FLAT_NEIGHBOURS = 16
-INDEX_NEIGHBOURS = 32
 
 
 def kept_model_id(model_id: str) -> str:
@@ -744,7 +743,7 @@ class SemanticLayer(Layer):
         index = PersistentIndex.mirror(self.config.root, kept_id, dim, store)
         row_threshold = self._row_thresholds(batch)
         valid = np.flatnonzero(ok)
-        prior, prior_doc, prior_batch = index.search(vec[valid], INDEX_NEIGHBOURS, ctx.batch_id)
+        prior, prior_doc, prior_batch = index.search(vec[valid], ctx.batch_id)
         scores, idx = search_flat(vec[valid], vec[valid], FLAT_NEIGHBOURS)
 
         dropped = np.zeros(n, bool)

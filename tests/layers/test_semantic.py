@@ -170,7 +170,7 @@ def test_full_mode_persists_the_faiss_index_of_kept_documents_and_rebuilds_it_fr
     path.unlink()
     rebuilt = PersistentIndex.mirror(tmp_path, kept_id, fake.dim, store_for(registry))
     assert sorted(rebuilt.doc_id.tolist()) == ["a1", "a2", "b2"]
-    cos, doc, batch = rebuilt.search(fake.encode([UNRELATED]), 8, B1)
+    cos, doc, batch = rebuilt.search(fake.encode([UNRELATED]), B1)
     assert doc[0] == "a2" and batch[0] == B0 and cos[0] == pytest.approx(1.0, abs=1e-5)
 
     # Another registry on the same data root never matches the documents this one kept.
