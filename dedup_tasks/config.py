@@ -258,8 +258,9 @@ class DedupConfig:
     semantic_sketch_zh_features: str = "jieba"
     # Sketch pairs are judged at their own cosine (None: the language's semantic_threshold_*): their
     # rows have no lexical near miss, so the tuned value differs (docs/semantic.md, third pass). Rows
-    # whose near-duplicate view is shorter than semantic_sketch_min_chars get no sketch candidates: a
-    # short flash has too few content words for a story sketch to mean anything.
+    # whose own text (the content without its site's template lines or the title) is shorter than
+    # semantic_sketch_min_chars get no sketch candidates: a short flash has too few content words for
+    # a story sketch to mean anything, whatever template surrounds it (docs/semantic.md, session 18).
     semantic_sketch_threshold_en: float | None = None
     semantic_sketch_threshold_zh: float | None = None
     semantic_sketch_min_chars: int = 0

@@ -34,9 +34,10 @@ from dedup_tasks.embed.embedders import document_text, get_embedder, model_id_fo
 from dedup_tasks.embed.faiss_index import PersistentIndex
 from dedup_tasks.embed.sketch import sketch_model_id, story_sketches
 from dedup_tasks.fingerprint.numbers import pair_facts_differ, pair_values_differ
-from dedup_tasks.io import partition_of
+from dedup_tasks.io import partition_of, template_lines_of
 from dedup_tasks.layers.base import Drops, Layer, LayerContext, LayerOutput, fixed_text, strings_np
 from dedup_tasks.layers.near import URL_UPDATE, bool_col, number_sets, text_lengths
+from dedup_tasks.normalize.text import story_lengths
 from dedup_tasks.registry.embeddings import EmbeddingStore, store_for
 
 log = logging.getLogger(__name__)
@@ -392,6 +393,26 @@ class SemanticLayer(Layer):
             parts.append((valid[q], docs[at].astype(object), batches[at].astype(object), scores[q, j]))
         return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))  # type: ignore[return-value]
 
+    def _story_lengths(self, batch: pa.Table, ctx: LayerContext) -> np.ndarray:
+        """Each row's own text in characters, what ``semantic_sketch_min_chars`` reads: the content
+        without its site's template lines and without the title (``normalize.text.story_lengths``).
+
+        The near-duplicate view gives a page that is mostly template its template back, so a headline
+        under a site's menus and footer would pass the floor. Only rows whose view reaches the floor
+        are measured (the story is never longer than the view); without the input text, the view's
+        length is all there is."""
+        lengths = text_lengths(batch).copy()
+        rows = np.flatnonzero(lengths >= self.config.semantic_sketch_min_chars)
+        if "content" in batch.column_names:
+            content = batch.column("content").take(pa.array(rows, pa.int64()))
+        elif ctx.inputs is not None and "content" in ctx.inputs.column_names and "_row" in batch.column_names:
+            content = ctx.inputs.column("content").take(batch.column("_row").take(pa.array(rows, pa.int64())))
+        else:
+            return lengths
+        if len(rows):
+            lengths[rows] = story_lengths(content, template_lines_of(batch.schema))
+        return lengths
+
     def sketch_history(self, store: EmbeddingStore, dim: int) -> PersistentIndex:
         """The kept documents' story sketches of earlier batches, as the index that mirrors the store."""
         return PersistentIndex.mirror(self.config.root, sketch_model_id(self.config.semantic_sketch_zh_features), dim, store)
@@ -407,7 +428,7 @@ class SemanticLayer(Layer):
         sketches = story_sketches(batch, ctx.near_text, self.config.semantic_sketch_zh_features)
         if self.config.semantic_sketch_min_chars > 0:
             # A zero sketch is no candidate and is never searched (sketch_pairs, the stored sketches).
-            sketches[text_lengths(batch) < self.config.semantic_sketch_min_chars] = 0.0
+            sketches[self._story_lengths(batch, ctx) < self.config.semantic_sketch_min_chars] = 0.0
         history = self.sketch_history(store, sketches.shape[1])
         s_row, s_doc, s_batch, _ = self.sketch_pairs(batch, ctx, store, sketches, history)
         self._stats["sketch_seconds"] = round(time.perf_counter() - started, 3)

@@ -116,6 +116,21 @@ def strip_lines(
     return ck.replace_rows(stripped[0], stripped[1], full_of_short[0], full_of_short[1], short)
 
 
+def story_lengths(content: pa.Array | pa.ChunkedArray, templates: np.ndarray | None) -> np.ndarray:
+    """Characters of each document's own text: its content's token text without its site's template
+    lines, and without the title.
+
+    Unlike the near-duplicate view, a page that is mostly template is not given its template back:
+    a headline under a site's menus and copyright footer is as short as the headline.
+    """
+    from dedup_tasks.normalize.fold import fold_codepoints
+
+    cp, offsets = fold_codepoints(content)
+    if templates is None or len(templates) == 0:
+        return np.diff(collapse_codepoints(cp, offsets, punctuation=True)[1])
+    return np.diff(strip_lines(cp, offsets, templates, min_residual=0)[1])
+
+
 def strip_boilerplate(
     cp: np.ndarray,
     offsets: np.ndarray,

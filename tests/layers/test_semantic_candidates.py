@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -11,7 +13,9 @@ from dedup_tasks.embed.embedders import resolve_device
 from dedup_tasks.embed.faiss_index import PersistentIndex
 from dedup_tasks.embed.sketch import SKETCH_DIM, sketch_model_id, story_sketches
 from dedup_tasks.layers.base import LayerContext
+from dedup_tasks.layers.near import text_lengths
 from dedup_tasks.layers.semantic import SemanticLayer, neighbourhood_cosine
+from dedup_tasks.pipeline import prepare
 from dedup_tasks.registry.base import MemoryRegistry
 from dedup_tasks.registry.embeddings import store_for
 from tests.embed.fakes import FakeEmbedder, write_cross_encoder
@@ -362,3 +366,26 @@ def test_a_rewrite_candidate_stating_other_values_is_refused_before_anything_is_
     assert fake.encoded == []  # settled before the model: nothing embedded
     # The frame rule alone lets the pair through, to a model that passes anything.
     assert run(0).drops.to_pylist()[0]["doc_id"] == "a2"
+
+
+def templated_site_batch(bodies: list[str]) -> pa.Table:
+    """Pages of one site, each body between the site's menu line and copyright line."""
+    n = len(bodies)
+    return prepare(pa.table({
+        "doc_id": [f"t{i}" for i in range(n)],
+        "url": [f"https://news.example/story-{i}" for i in range(n)],
+        "title": [None] * n,
+        "content": [f"Home | World | Business | Technology | Sport\n{b}\nCopyright 2026 News Example Ltd. All rights reserved." for b in bodies],
+        "fetched_at": pa.array([datetime(2026, 12, 1, tzinfo=UTC) + timedelta(minutes=i) for i in range(n)], pa.timestamp("us", tz="UTC")),
+        "lang": ["en"] * n,
+    }), DedupConfig())
+
+
+def test_the_length_floor_reads_the_story_not_the_site_template_around_it() -> None:
+    # A headline under a site's menu and footer: the near-duplicate view gives a page that is mostly
+    # template its template back (70+ characters), the story itself is 30.
+    batch = templated_site_batch([STORY, REWRITE, UNRELATED, OTHER, "Northwind shares fall 14 percent"])
+    cfg = config(semantic_sketch_min_chars=60)
+    view, story = text_lengths(batch), SemanticLayer(cfg)._story_lengths(batch, LayerContext(B0, cfg, MemoryRegistry()))
+    assert view[4] >= 60 > story[4] == len("northwind shares fall 14 percent")
+    assert (story[:4] == view[:4]).all() and (story[:4] >= 150).all()  # where the view lost its template, the two agree

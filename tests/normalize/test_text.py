@@ -3,11 +3,15 @@ import pyarrow as pa
 import pytest
 
 from dedup_tasks.fingerprint.hashing import codepoints, strings_from_codepoints
+from dedup_tasks.normalize import codepoint_kernels as ck
+from dedup_tasks.normalize.fold import fold_codepoints
 from dedup_tasks.normalize.text import (
     detect_lang,
     nfkc_lower,
     normalize_text,
+    story_lengths,
     strip_boilerplate,
+    strip_lines,
     template_lines,
     token_text,
 )
@@ -115,3 +119,17 @@ def test_line_slots_count_the_class_tables_line_breaks():
     np.cumsum([len(d) for d in docs], out=offsets[1:])
     expected = [1 + sum(ck.CLASSES[c] == ck.NEWLINE for c in d if c < len(ck.CLASSES)) for d in docs]
     assert np.diff(ck.line_slots(cp, offsets)).tolist() == expected
+
+
+def test_story_lengths_leave_out_template_lines_even_where_little_else_is_left() -> None:
+    menu, footer = "Home | World | Sport", "Copyright 2026 Example"
+    content = pa.array([f"{menu}\n{body}\n{footer}" for body in ["A short flash.", "Another page " * 10, "x " * 30, "y " * 40]] + [None])
+    cp, off = fold_codepoints(content)
+    doc, line_hash, _, _ = ck.token_lines(cp, off, ck.CLASSES)
+    templates = template_lines(doc, line_hash, np.zeros(len(doc), np.int64), 4)
+    assert len(templates) == 2
+    lengths = story_lengths(content, templates)
+    assert lengths.tolist() == [len("a short flash"), len(("another page " * 10).strip()), 59, 79, 0]
+    # The near view's rule gives the short page its template back; the story does not.
+    assert np.diff(strip_lines(cp, off, templates)[1])[0] > 40 > lengths[0]
+    assert story_lengths(content, None)[0] == len("home world sport a short flash copyright 2026 example")
