@@ -55,6 +55,7 @@ class ConfigError(ValueError):
 # What a Chinese story sketch can count (semantic_sketch_zh_features; dedup_tasks.embed.sketch).
 SKETCH_ZH_FEATURES = ("jieba", "char2")
 
+
 @dataclass(frozen=True)
 class DedupConfig:
     root: str = "./data"

@@ -59,7 +59,6 @@ class PersistentIndex:
         self.path = Path(path)
         self.dim = dim
         self.index = _faiss().IndexHNSWFlat(dim, HNSW_M, _faiss().METRIC_INNER_PRODUCT)
-        self.index.hnsw.efSearch = HNSW_EF_SEARCH
         self.doc_id = np.empty(0, object)
         self.batch_id = np.empty(0, object)
         # The store generation this index mirrors (``mirror``); None for an index that mirrors nothing.
@@ -88,8 +87,7 @@ class PersistentIndex:
                 ids = np.load(out.sidecar, allow_pickle=False)
                 ids = {name: ids[name] for name in ids.files}
             if index.d != dim or index.ntotal != len(ids["doc_id"]):
-                raise RuntimeError(f"{path}: index and sidecar disagree (dim {index.d}, {index.ntotal} vectors); rebuild it")
-            index.hnsw.efSearch = HNSW_EF_SEARCH
+                raise RuntimeError(f"{path}: index and sidecar disagree (dim {index.d}, {index.ntotal} vectors); mirror() rebuilds it")
             out.index = index
             out.doc_id = ids["doc_id"].astype(object)
             out.batch_id = ids["batch_id"].astype(object)

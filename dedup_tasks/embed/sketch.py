@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from dedup_tasks.layers.base import NearText
 
 SKETCH_DIM = 256
+
+
 def sketch_model_id(zh_features: str = "jieba") -> str:
     """The store's name for sketches of these features: sketches of another feature space are never
     compared with them (a registry filled under ``char2`` keeps its id from before words existed)."""

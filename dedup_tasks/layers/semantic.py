@@ -45,6 +45,15 @@ log = logging.getLogger(__name__)
 FLAT_NEIGHBOURS = 16
 
 
+def input_rows(batch: pa.Table, rows: np.ndarray, ctx: LayerContext | None) -> pa.Table | None:
+    """The input text (title, content) of these rows: the batch's own columns where it carries them,
+    else ``ctx.inputs`` by ``_row`` (the layers' view carries no input text); None without either."""
+    take = pa.array(rows, pa.int64())
+    if "content" not in batch.column_names and ctx is not None and ctx.inputs is not None and "_row" in batch.column_names:
+        return ctx.inputs.take(batch.column("_row").take(take))
+    return batch.take(take) if "content" in batch.column_names or "title" in batch.column_names else None
+
+
 def kept_model_id(model_id: str) -> str:
     """The store's id for the ``full`` mode's kept documents of ``model_id`` (what its index mirrors)."""
     return f"{model_id}#kept"
@@ -178,14 +187,12 @@ class SemanticLayer(Layer):
         from dedup_tasks.embed.aligned import punctuated_text
 
         sub = batch.take(pa.array(rows, pa.int64()))
-        raw = sub
-        if "content" not in sub.column_names and ctx is not None and ctx.inputs is not None and "_row" in sub.column_names:
-            raw = ctx.inputs.take(sub.column("_row"))
+        raw = input_rows(batch, rows, ctx)
 
         def col(table: pa.Table, name: str) -> list:
             return table.column(name).to_pylist() if name in table.column_names else [None] * len(rows)
 
-        if "content" not in raw.column_names and "title" not in raw.column_names:
+        if raw is None:
             return [t or "" for t in col(sub, "_near_text")]
 
         return [punctuated_text(t, c, v, self.config.embed_max_chars)
@@ -403,14 +410,9 @@ class SemanticLayer(Layer):
         length is all there is."""
         lengths = text_lengths(batch).copy()
         rows = np.flatnonzero(lengths >= self.config.semantic_sketch_min_chars)
-        if "content" in batch.column_names:
-            content = batch.column("content").take(pa.array(rows, pa.int64()))
-        elif ctx.inputs is not None and "content" in ctx.inputs.column_names and "_row" in batch.column_names:
-            content = ctx.inputs.column("content").take(batch.column("_row").take(pa.array(rows, pa.int64())))
-        else:
-            return lengths
-        if len(rows):
-            lengths[rows] = story_lengths(content, template_lines_of(batch.schema))
+        raw = input_rows(batch, rows, ctx)
+        if raw is not None and "content" in raw.column_names and len(rows):
+            lengths[rows] = story_lengths(raw.column("content"), template_lines_of(batch.schema))
         return lengths
 
     def sketch_history(self, store: EmbeddingStore, dim: int) -> PersistentIndex:

@@ -108,24 +108,20 @@ class MemoryEmbeddingStore(EmbeddingStore):
 
     def snapshot(self, model_id: str) -> tuple[str | None, np.ndarray, np.ndarray, np.ndarray]:
         with self._lock:
-            items = sorted((k, v) for k, v in self._rows.items() if k[0] == model_id)
-            generation = self._generation(model_id)
-        return (generation, *_scan_result(items))
+            return (self._generation(model_id), *self._read(model_id, None))
 
     def scan(self, model_id: str, before_batch: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         with self._lock:
-            items = sorted(
-                (k, v) for k, v in self._rows.items()
-                if k[0] == model_id and (before_batch is None or k[1] < before_batch)
-            )
-        return _scan_result(items)
+            return self._read(model_id, before_batch)
 
-
-def _scan_result(items: list[tuple[tuple[str, str, str], np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    docs = np.array([k[2] for k, _ in items], dtype=object)
-    batches = np.array([k[1] for k, _ in items], dtype=object)
-    vectors = np.stack([v for _, v in items]).astype(np.float32) if items else np.zeros((0, 0), np.float32)
-    return docs, batches, vectors
+    def _read(self, model_id: str, before_batch: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        items = sorted(
+            (k, v) for k, v in self._rows.items() if k[0] == model_id and (before_batch is None or k[1] < before_batch)
+        )
+        docs = np.array([k[2] for k, _ in items], dtype=object)
+        batches = np.array([k[1] for k, _ in items], dtype=object)
+        vectors = np.stack([v for _, v in items]).astype(np.float32) if items else np.zeros((0, 0), np.float32)
+        return docs, batches, vectors
 
 
 class PostgresEmbeddingStore(EmbeddingStore):
@@ -213,23 +209,27 @@ class PostgresEmbeddingStore(EmbeddingStore):
             # One snapshot for both reads: a put committed between them cannot pair new rows with an
             # old generation.
             cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            generation = self._generation(cur, model_id)
-            cur.execute(
-                sql.SQL("SELECT batch_id, doc_id, vector FROM {} WHERE model_id = %s ORDER BY batch_id, doc_id").format(self._table),
-                (model_id,),
-            )
-            rows = cur.fetchall()
-        return (generation, *_scan_result([((model_id, b, d), np.frombuffer(bytes(v), np.float32)) for b, d, v in rows]))
+            return (self._generation(cur, model_id), *self._read(cur, model_id, None))
 
     def scan(self, model_id: str, before_batch: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        query = sql.SQL(
-            "SELECT model_id, batch_id, doc_id, vector FROM {} WHERE model_id = %s"
-            " AND (%s::text IS NULL OR batch_id < %s::text COLLATE \"C\") ORDER BY batch_id, doc_id"
-        ).format(self._table)
         with self._conn, self._conn.cursor() as cur:
-            cur.execute(query, (model_id, before_batch, before_batch))
-            rows = cur.fetchall()
-        return _scan_result([((m, b, d), np.frombuffer(bytes(v), np.float32)) for m, b, d, v in rows])
+            return self._read(cur, model_id, before_batch)
+
+    def _read(self, cur: Any, model_id: str, before_batch: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        cur.execute(
+            sql.SQL(
+                "SELECT batch_id, doc_id, vector FROM {} WHERE model_id = %s"
+                " AND (%s::text IS NULL OR batch_id < %s::text COLLATE \"C\") ORDER BY batch_id, doc_id"
+            ).format(self._table),
+            (model_id, before_batch, before_batch),
+        )
+        rows = cur.fetchall()
+        if not rows:
+            return np.empty(0, object), np.empty(0, object), np.zeros((0, 0), np.float32)
+        batches, docs, blobs = zip(*rows, strict=True)
+        # One model, one dim: the vectors are one buffer, not an array per row.
+        vectors = np.frombuffer(bytearray().join(blobs), np.float32).reshape(len(rows), -1)
+        return np.array(docs, object), np.array(batches, object), vectors
 
 
 def _copy_text(value: str) -> str:

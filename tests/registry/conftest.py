@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import psycopg2
 import pytest
 
-from dedup_tasks.registry.migrate import code_version, current_version, migrate
+from dedup_tasks.registry.migrate import code_version, current_version, migrate, scratch_schema
 from dedup_tasks.registry.postgres import PostgresRegistry
 
 
@@ -56,16 +56,13 @@ def admin(pg_dsn: str) -> Iterator[psycopg2.extensions.connection]:
 
 
 @pytest.fixture
-def schema(pg_dsn: str, admin: psycopg2.extensions.connection) -> Iterator[str]:
-    name = f"test_registry_{uuid.uuid4().hex[:10]}"
+def schema(pg_dsn: str) -> Iterator[str]:
     conn = psycopg2.connect(pg_dsn)
     try:
-        migrate(conn, name)
+        with scratch_schema(conn, "test_registry") as name:
+            yield name
     finally:
         conn.close()
-    yield name
-    with admin.cursor() as cur:
-        cur.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 @pytest.fixture
