@@ -31,6 +31,7 @@ def run(
 ) -> dict[str, Any]:
     from bench.score import score
     from dedup_tasks.config import DedupConfig
+    from dedup_tasks.contract import CROSS_SCORE_KINDS
     from dedup_tasks.io import BatchPaths, read_input
     from dedup_tasks.pipeline import publish, run_batch
     from dedup_tasks.registry.base import MemoryRegistry
@@ -97,8 +98,8 @@ def run(
             "false_drop_rate": fp / int(non_dup.get(lang, 1)),
             "false_drops_by_kind": g[~g["is_duplicate"].astype(bool)]["kind"].value_counts().to_dict(),
             **{f"{kind}_min": (float(v.min()) if len(v) else None)
-               for kind, v in (("cosine", g.loc[g["score_kind"] != "cross_logit", "score"]),
-                               ("cross_logit", g.loc[g["score_kind"] == "cross_logit", "score"]))},
+               for kind, v in (("cosine", g.loc[~g["score_kind"].isin(CROSS_SCORE_KINDS), "score"]),
+                               *((k, g.loc[g["score_kind"] == k, "score"]) for k in CROSS_SCORE_KINDS))},
             "threshold": sorted(set(g["threshold"].dropna().round(4).tolist())),
         }
     if reworded:

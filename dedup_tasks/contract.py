@@ -35,13 +35,16 @@ DECISIONS_SCHEMA = pa.schema(
         ("suspect_batch_id", pa.string()),
         ("suspect_score", pa.float64()),
         # What ``score`` measures on a drop (docs/decisions.md): exact, hamming_distance,
-        # jaccard_estimate, cosine or cross_logit; null on keeps. Last, so readers of the older schema
-        # still line up.
+        # jaccard_estimate, cosine, cross_logit or cross_prob_cos; null on keeps. Last, so readers of
+        # the older schema still line up.
         ("score_kind", pa.string()),
     ]
 )
-# The score_kind of an L4 drop a cross-encoder confirmed: a logit, on no cosine's scale.
+# The score_kind of an L4 drop a cross-encoder confirmed: a logit, on no cosine's scale, or the mean
+# of its probability and the aligned cosine (config semantic_cross_score_<lang>), on no cosine's either.
 CROSS_LOGIT = "cross_logit"
+CROSS_PROB_COS = "cross_prob_cos"
+CROSS_SCORE_KINDS = (CROSS_LOGIT, CROSS_PROB_COS)
 
 MAX_ROWS_NAMED = 10
 

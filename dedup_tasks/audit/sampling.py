@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from dedup_tasks.audit.weeks import decision_partitions
-from dedup_tasks.contract import CROSS_LOGIT
+from dedup_tasks.contract import CROSS_SCORE_KINDS
 from dedup_tasks.io import partition_of
 
 # Score bands per layer: SimHash is a Hamming distance (lower = closer, drop at <= threshold);
@@ -46,14 +46,14 @@ def higher_is_closer(layer: str) -> bool:
     return layer not in DISTANCE_LAYERS
 
 
-# L4 drops a cross-encoder confirmed score a logit, not a cosine: one band of their own, no edge
-# a cosine threshold could be read from.
+# L4 drops a cross-encoder confirmed score a logit (or probability and cosine), not a cosine: one
+# band of their own, no edge a cosine threshold could be read from.
 CROSS_BAND = "cross-encoder"
 
 
 def band_of(layer: str | None, score: float | None, score_kind: str | None = None) -> str:
     """The score band label of one decision (see the module docstring)."""
-    if score_kind == CROSS_LOGIT:
+    if score_kind in CROSS_SCORE_KINDS:
         return CROSS_BAND
     if layer is None or layer in SINGLE_BAND_LAYERS or score is None or pd.isna(score):
         return "all"

@@ -22,7 +22,7 @@ import pandas as pd
 
 from dedup_tasks.audit.metrics import threshold_passes
 from dedup_tasks.audit.sampling import near_miss_rows
-from dedup_tasks.contract import CROSS_LOGIT
+from dedup_tasks.contract import CROSS_SCORE_KINDS
 
 THRESHOLD_LAYERS = ("simhash", "minhash", "semantic")
 # The values a replayed threshold may take: a Hamming distance of 64-bit SimHashes, a Jaccard, a cosine.
@@ -76,12 +76,13 @@ def replay(decisions: pd.DataFrame, thresholds: dict[str, float]) -> WhatIfResul
             "new_threshold", "old_action", "new_action"]
     changes, summary = [], []
     near = near_miss_rows(decisions)
-    # A cross-encoder's drop scores a logit: a cosine threshold cannot replay it, so it stays a drop.
+    # A cross-encoder's drop scores a logit (or probability and cosine): a cosine threshold cannot
+    # replay it, so it stays a drop.
     kinds = decisions["score_kind"] if "score_kind" in decisions.columns else pd.Series(None, index=decisions.index)
-    by_logit = (kinds == CROSS_LOGIT).to_numpy()
+    by_cross = kinds.isin(CROSS_SCORE_KINDS).to_numpy()
     for layer, new in sorted(thresholds.items()):
         of_layer = (decisions["action"] == "drop") & (decisions["layer"] == layer)
-        drops = decisions[of_layer & ~by_logit]
+        drops = decisions[of_layer & ~by_cross]
         before = int(of_layer.sum())
         still = [threshold_passes(layer, s, new) for s in drops["score"]]
         undropped = drops[[not s for s in still]]
@@ -100,7 +101,7 @@ def replay(decisions: pd.DataFrame, thresholds: dict[str, float]) -> WhatIfResul
     notes = [
         "A row the replay keeps never reached the later layers; they may still drop it.",
     ]
-    logit_drops = int((by_logit & (decisions["layer"] == "semantic").to_numpy()).sum())
+    logit_drops = int((by_cross & (decisions["layer"] == "semantic").to_numpy()).sum())
     if "semantic" in thresholds and logit_drops:
         notes.append(
             f"{logit_drops} semantic drops confirmed by a cross-encoder score a logit, not a cosine: "

@@ -10,7 +10,11 @@ names the file (config ``semantic_cross_encoder_<lang>``). Nothing is downloaded
 A story pair (newer, earlier) is scored as in ``embed.aligned``: each newer sentence is aligned to its
 nearest earlier sentence by the layer's embedder, each aligned pair is scored both ways round, and the
 story's score is the mean logit over its newer sentences (docs/semantic.md, session 14: on the MRPC
-stories it separates rewrites from same-topic stories at d' 2.5, the aligned cosine at 1.8).
+stories it separates rewrites from same-topic stories at d' 2.5, the aligned cosine at 1.8), or, with
+``score="prob_cos"``, the mean over them of the pair's probability and the two sentences' cosine,
+averaged: the bi-encoder and the cross-encoder err on other pairs, and a probability keeps one
+sentence the model is sure of from outvoting the rest (zh dev stories at no negative through: recall
+0.705 against the mean logit's 0.618; docs/semantic.md, session 19).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
+from dedup_tasks.config import CROSS_SCORES
 from dedup_tasks.embed.aligned import aligned_pairs
 
 # The pooled vector is L2-normalized; the head was trained on it scaled by this (bench.cross_probe).
@@ -45,10 +50,10 @@ def pair_ids(tokenizer, a: list[str], b: list[str], side: int) -> list[list[int]
 
 @dataclass(frozen=True)
 class StoryScores:
-    """Per story pair: the mean cross-encoder logit over the newer's aligned sentences (-inf where
-    either text has no sentence) and how many sentences it averaged."""
+    """Per story pair: its score over the newer's aligned sentences (the mean logit, or the mean of
+    probability and cosine; -inf where either text has no sentence) and how many sentences it averaged."""
 
-    logit: np.ndarray
+    score: np.ndarray
     sentences: np.ndarray
 
 
@@ -119,21 +124,26 @@ class CrossEncoder:
             ab, ba = pool.map(lambda order: self.one_way(*order), [(a, b), (b, a)])
         return 0.5 * (ab + ba)
 
-    def story_scores(self, embed, newer: list[str], earlier: list[str]) -> StoryScores:
-        """Per pair (newer[i], earlier[i]): the mean logit of the newer's sentences against their aligned
-        earlier sentences (``embed``: the bi-encoder that aligns them, L2-normalized rows)."""
+    def story_scores(self, embed, newer: list[str], earlier: list[str], score: str = "logit") -> StoryScores:
+        """Per pair (newer[i], earlier[i]): the newer's sentences against their aligned earlier sentences
+        (``embed``: the bi-encoder that aligns them, L2-normalized rows), pooled by ``score``: "logit",
+        the mean logit; "prob_cos", the mean of (sigmoid(logit) + cosine) / 2."""
+        if score not in CROSS_SCORES:
+            raise ValueError(f"score must be one of {CROSS_SCORES}, got {score!r}")
         pairs = aligned_pairs(embed, newer, earlier)
-        logit = np.full(len(newer), -np.inf)
+        out = np.full(len(newer), -np.inf)
         count = np.zeros(len(newer), np.int64)
         if not pairs:
-            return StoryScores(logit, count)
+            return StoryScores(out, count)
         story = np.array([p[0] for p in pairs], np.int64)
         values = self.logits([p[1] for p in pairs], [p[2] for p in pairs])
+        if score == "prob_cos":
+            values = 0.5 * (1.0 / (1.0 + np.exp(-values)) + np.array([p[3] for p in pairs], float))
         count = np.bincount(story, minlength=len(newer))
         total = np.bincount(story, weights=values, minlength=len(newer))
         has = count > 0
-        logit[has] = total[has] / count[has]
-        return StoryScores(logit, count)
+        out[has] = total[has] / count[has]
+        return StoryScores(out, count)
 
 
 _CACHE: dict[tuple, CrossEncoder] = {}

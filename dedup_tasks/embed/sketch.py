@@ -5,15 +5,20 @@ most of its wording, so its shingle Jaccard is far below L3's (and no L2/L3 near
 The weighted bag of its unigrams (English words; Chinese jieba words, or character bigrams) of the
 near-duplicate view (``_near_text``: folded, site boilerplate removed) still overlaps: the sketch is that bag,
 weighted ``(1 + log tf) * idf`` with the document frequency of the batch (so function words and a
-site's recurring phrases weigh little), hashed into ``SKETCH_DIM`` signed buckets (a count sketch:
+site's recurring phrases weigh little), hashed into ``dim`` signed buckets (a count sketch:
 the inner product of two sketches estimates the inner product of the weighted bags, error about
-1/sqrt(dim)) and L2-normalized. The cosine of two sketches is a TF-IDF cosine, good enough to find
+1/sqrt(dim)) and L2-normalized. ``dim`` is ``semantic_sketch_dim`` (``SKETCH_DIM``, 256, by default). The cosine of two sketches is a TF-IDF cosine, good enough to find
 the few documents worth showing the transformer; it never drops a document on its own.
 
 Chinese words rank a rewrite's source first far more often than character bigrams (dev crawl: 70%
 against 50%, at a median cosine of 0.51 against 0.31; docs/semantic.md, session 17): a bigram across
 a word boundary is noise that every page shares. Words cost a jieba pass over the Chinese rows (rjieba,
 about 4,000 documents/s on one core).
+
+The sketch's error is noise that every pair shares, and the candidate margin compares a pair with its
+row's neighbourhood, so the noise hides weak rewrites: Chinese rewrites of the dev crawl sit at a
+third of the English cosine. At 1,024 buckets 19 of the 45 zh dev rewrites that had no candidate at
+256 get one (docs/semantic.md, session 19), for 4x the stored bytes.
 
 Cost: one pass of the MinHash shingle kernel (unigrams) plus a sort of the (document, feature)
 pairs; no model. ``bench/results/semantic-*.json`` reports it per document.
@@ -35,15 +40,23 @@ if TYPE_CHECKING:
 SKETCH_DIM = 256
 
 
-def sketch_model_id(zh_features: str = "jieba") -> str:
-    """The store's name for sketches of these features: sketches of another feature space are never
-    compared with them (a registry filled under ``char2`` keeps its id from before words existed)."""
+def check_sketch_dim(dim: int) -> int:
+    """``dim`` if it is a power of two from 64 to 4096 (the buckets are the top bits of a hash)."""
+    if not (isinstance(dim, int | np.integer) and 64 <= dim <= 4096 and dim & (dim - 1) == 0):
+        raise ValueError(f"a sketch dimension must be a power of two from 64 to 4096, got {dim!r}")
+    return int(dim)
+
+
+def sketch_model_id(zh_features: str = "jieba", dim: int = SKETCH_DIM) -> str:
+    """The store's name for sketches of these features and this dimension: sketches of another feature
+    space or size are never compared with them (a registry filled under ``char2`` keeps its id from
+    before words existed)."""
     if zh_features not in SKETCH_ZH_FEATURES:
         raise ValueError(f"zh_features must be one of {SKETCH_ZH_FEATURES}, got {zh_features!r}")
-    return f"sketch:tfidf-uni-bi-{SKETCH_DIM}" if zh_features == "char2" else f"sketch:tfidf-words-{SKETCH_DIM}"
+    dim = check_sketch_dim(dim)
+    return f"sketch:tfidf-uni-bi-{dim}" if zh_features == "char2" else f"sketch:tfidf-words-{dim}"
 
 
-_BUCKET_SHIFT = np.uint64(64 - int(np.log2(SKETCH_DIM)))
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -68,11 +81,13 @@ def _features(batch: pa.Table, cache: NearText | None = None, zh_features: str =
     return np.concatenate(docs), np.concatenate(feats)
 
 
-def story_sketches(batch: pa.Table, cache: NearText | None = None, zh_features: str = "jieba") -> np.ndarray:
-    """float32 (n, SKETCH_DIM), rows L2-normalized (all zero for a row without text)."""
-    sketch_model_id(zh_features)  # names a bad choice before any work
+def story_sketches(
+    batch: pa.Table, cache: NearText | None = None, zh_features: str = "jieba", dim: int = SKETCH_DIM
+) -> np.ndarray:
+    """float32 (n, dim), rows L2-normalized (all zero for a row without text)."""
+    sketch_model_id(zh_features, dim)  # names a bad choice before any work
     n = batch.num_rows
-    out = np.zeros((n, SKETCH_DIM), np.float32)
+    out = np.zeros((n, dim), np.float32)
     doc, feat = _features(batch, cache, zh_features)
     if len(doc) == 0:
         return out
@@ -85,10 +100,10 @@ def story_sketches(batch: pa.Table, cache: NearText | None = None, zh_features: 
     idf = np.log((n + 1.0) / (df + 1.0)) + 1.0
     weight = (1.0 + np.log(tf)) * idf[f_inv]
     mixed = u_feat * _MIX  # wraps mod 2^64: a multiplicative hash spreading the feature over buckets
-    bucket = (mixed >> _BUCKET_SHIFT).astype(np.int64)
+    bucket = (mixed >> np.uint64(64 - int(dim).bit_length() + 1)).astype(np.int64)
     sign = np.where((mixed >> np.uint64(31)) & np.uint64(1), 1.0, -1.0)
-    flat = np.bincount(u_doc * SKETCH_DIM + bucket, weights=sign * weight, minlength=n * SKETCH_DIM)
-    out[:] = flat.reshape(n, SKETCH_DIM)
+    flat = np.bincount(u_doc * dim + bucket, weights=sign * weight, minlength=n * dim)
+    out[:] = flat.reshape(n, dim)
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     np.divide(out, norms, out=out, where=norms > 0)
     return out

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dedup_tasks.contract import CROSS_LOGIT
+from dedup_tasks.contract import CROSS_LOGIT, CROSS_PROB_COS
 from dedup_tasks.embed.cross_encoder import get_cross_encoder
 from dedup_tasks.embed.embedders import document_text, get_embedder, model_id_for
 from dedup_tasks.embed.faiss_index import PersistentIndex
@@ -78,29 +78,40 @@ def per_language(langs: np.ndarray, value_for: Callable[[str | None], float]) ->
 
 @dataclass
 class SentenceScores:
-    """Per candidate pair, what its confirmation scored: the score (a cosine, or a logit where
-    ``cross``), the threshold a cross pair is held to (NaN: the cosine's), how many newer sentences
-    the cross-encoder averaged and its model id."""
+    """Per candidate pair, what its confirmation scored: the score (a cosine, or where ``cross`` the
+    cross-encoder's, whose ``kind`` says which), the threshold a cross pair is held to (NaN: the
+    cosine's), how many newer sentences the cross-encoder averaged and its model id."""
 
     score: np.ndarray
     cross: np.ndarray
     threshold: np.ndarray
     sentences: np.ndarray
     model_id: np.ndarray
+    kind: np.ndarray
 
     @classmethod
     def of(cls, cos: np.ndarray) -> SentenceScores:
         n = len(cos)
-        return cls(np.array(cos, float), np.zeros(n, bool), np.full(n, np.nan), np.zeros(n, np.int64), np.full(n, None, object))
+        return cls(np.array(cos, float), np.zeros(n, bool), np.full(n, np.nan), np.zeros(n, np.int64),
+                   np.full(n, None, object), np.full(n, None, object))
+
+
+# A cross-encoder score's score_kind and its words in a drop's reason, by what it pools.
+CROSS_KIND = {"logit": CROSS_LOGIT, "prob_cos": CROSS_PROB_COS}
+_CROSS_WORDS = {CROSS_LOGIT: "cross-encoder logit ", CROSS_PROB_COS: "cross-encoder probability and cosine "}
 
 
 def cross_details(
-    by_cross: np.ndarray, score: np.ndarray, threshold: np.ndarray, sentences: np.ndarray, model_id: np.ndarray
+    by_cross: np.ndarray, score: np.ndarray, threshold: np.ndarray, sentences: np.ndarray, model_id: np.ndarray,
+    kind: np.ndarray | None = None,
 ) -> pa.Array:
     """The reason of each cross-encoder drop ("cross-encoder logit 3.12 >= 2.37 over 5 aligned
-    sentences (model cross-e5-...)"; the matched doc is appended by ``drop_reasons``); null elsewhere."""
+    sentences (model cross-e5-...)", or "cross-encoder probability and cosine 0.74 >= 0.72 ..." where
+    ``kind`` is ``cross_prob_cos``; the matched doc is appended by ``drop_reasons``); null elsewhere."""
+    kind = np.full(len(score), CROSS_LOGIT, object) if kind is None else np.asarray(kind, object)
+    words = pa.array([_CROSS_WORDS.get(k, _CROSS_WORDS[CROSS_LOGIT]) for k in kind], pa.string())
     text = pc.binary_join_element_wise(
-        "cross-encoder logit ", fixed_text(score, 2), " >= ", fixed_text(threshold, 2), " over ",
+        words, fixed_text(score, 2), " >= ", fixed_text(threshold, 2), " over ",
         pa.array(sentences).cast(pa.string()), " aligned sentences (model ", pa.array(model_id, pa.string()), ")", "",
     )
     return pc.if_else(pa.array(np.asarray(by_cross, bool)), text, pa.scalar(None, pa.string()))
@@ -415,9 +426,12 @@ class SemanticLayer(Layer):
             lengths[rows] = story_lengths(raw.column("content"), template_lines_of(batch.schema))
         return lengths
 
+    def _sketch_model_id(self) -> str:
+        return sketch_model_id(self.config.semantic_sketch_zh_features, self.config.semantic_sketch_dim)
+
     def sketch_history(self, store: EmbeddingStore, dim: int) -> PersistentIndex:
         """The kept documents' story sketches of earlier batches, as the index that mirrors the store."""
-        return PersistentIndex.mirror(self.config.root, sketch_model_id(self.config.semantic_sketch_zh_features), dim, store)
+        return PersistentIndex.mirror(self.config.root, self._sketch_model_id(), dim, store)
 
     def _suspects(self, batch: pa.Table, ctx: LayerContext) -> Drops:
         sus_row, cand_doc, cand_batch = self.suspect_pairs(batch)
@@ -427,7 +441,7 @@ class SemanticLayer(Layer):
             # the pipeline) has only the L2/L3 near misses as candidates.
             return self._confirm(batch, ctx, store, sus_row, cand_doc, cand_batch)
         started = time.perf_counter()
-        sketches = story_sketches(batch, ctx.near_text, self.config.semantic_sketch_zh_features)
+        sketches = story_sketches(batch, ctx.near_text, self.config.semantic_sketch_zh_features, self.config.semantic_sketch_dim)
         if self.config.semantic_sketch_min_chars > 0:
             # A zero sketch is no candidate and is never searched (sketch_pairs, the stored sketches).
             sketches[self._story_lengths(batch, ctx) < self.config.semantic_sketch_min_chars] = 0.0
@@ -448,7 +462,7 @@ class SemanticLayer(Layer):
         kept[drops.rows] = False
         kept &= np.abs(sketches).sum(axis=1) > 0
         rows = np.flatnonzero(kept)
-        model_id = sketch_model_id(self.config.semantic_sketch_zh_features)
+        model_id = self._sketch_model_id()
         kept_docs, kept_batch = strings_np(batch, "doc_id")[rows], np.full(len(rows), ctx.batch_id, object)
         store.put(model_id, kept_docs, kept_batch, sketches[rows])
         history.follow(store, model_id, kept_docs, kept_batch, sketches[rows])
@@ -568,7 +582,7 @@ class SemanticLayer(Layer):
             flat_hits.setdefault(int(r), []).append((float(sc), int(c)))
 
         # Decide in batch order: the earlier document wins, and a row this layer dropped is not kept. A
-        # cosine match is preferred to a cross-encoder one (a logit and a cosine do not compare), then
+        # cosine match is preferred to a cross-encoder one (a cross-encoder's score and a cosine do not compare), then
         # the higher score.
         dropped = np.zeros(n, bool)
         out_rows, out_doc, out_batch, out_score, out_threshold, out_pair = [], [], [], [], [], []
@@ -600,10 +614,11 @@ class SemanticLayer(Layer):
         pair = np.array(out_pair, np.int64)
         by_cross = (pair >= 0) & cross[np.maximum(pair, 0)]
         if by_cross.any():
-            drops.score_kind = np.where(by_cross, CROSS_LOGIT, None).astype(object)
             at = np.maximum(pair, 0)
+            drops.score_kind = np.where(by_cross, confirmed.kind[at], None).astype(object)
             drops.detail = cross_details(
-                by_cross, drops.score, self._drop_thresholds, confirmed.sentences[at], confirmed.model_id[at])
+                by_cross, drops.score, self._drop_thresholds, confirmed.sentences[at], confirmed.model_id[at],
+                confirmed.kind[at])
         return drops
 
     def _aligned(
@@ -648,11 +663,12 @@ class SemanticLayer(Layer):
                 out.score[pairs[sel]] = aligned_scores(embed, texts_new, texts_old)
                 continue
             t0 = time.perf_counter()
-            path, threshold = models[lang]
+            path, threshold, pooling = models[lang]
             model = get_cross_encoder(path)
-            story = model.story_scores(embed, texts_new, texts_old)
+            story = model.story_scores(embed, texts_new, texts_old, pooling)
             at = pairs[sel]
-            out.score[at] = story.logit
+            out.score[at] = story.score
+            out.kind[at] = CROSS_KIND[pooling]
             out.cross[at] = True
             out.threshold[at] = threshold
             out.sentences[at] = story.sentences

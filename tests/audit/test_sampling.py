@@ -36,6 +36,8 @@ def test_band_of():
     # A cross-encoder's logit is on no cosine band's scale: its drops form a stratum of their own.
     assert band_of("semantic", 0.95) == "0.94-0.96"
     assert band_of("semantic", 3.2, "cross_logit") == band_of("semantic", 0.95, "cross_logit") == "cross-encoder"
+    # Nor is the mean of its probability and the aligned cosine, though it lies in [0, 1].
+    assert band_of("semantic", 0.95, "cross_prob_cos") == "cross-encoder"
 
 
 def test_cross_encoder_drops_are_sampled_in_their_own_stratum():

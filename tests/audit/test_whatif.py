@@ -37,12 +37,14 @@ def test_a_cosine_threshold_does_not_replay_a_cross_encoder_drop():
     decisions = pd.DataFrame([
         {**row, "doc_id": "cos", "score": 0.95, "threshold": 0.945, "score_kind": "cosine"},
         {**row, "doc_id": "logit", "score": 2.6, "threshold": 2.37, "score_kind": "cross_logit"},
+        {**row, "doc_id": "prob_cos", "score": 0.74, "threshold": 0.72, "score_kind": "cross_prob_cos"},
     ])
-    # At 0.96 the cosine drop is undone; the logit 2.6 passes any cosine but was judged on its own scale.
+    # At 0.96 the cosine drop is undone; the logit 2.6 passes any cosine but was judged on its own
+    # scale, and so was the 0.74 of probability and cosine, which a cosine threshold would undo.
     result = replay(decisions, {"semantic": 0.96})
     assert result.changes["doc_id"].tolist() == ["cos"]
-    assert result.per_layer.iloc[0][["drops_before", "drops_after"]].tolist() == [2, 1]
-    assert any("1 semantic drops confirmed by a cross-encoder" in n for n in result.notes)
+    assert result.per_layer.iloc[0][["drops_before", "drops_after"]].tolist() == [3, 2]
+    assert any("2 semantic drops confirmed by a cross-encoder" in n for n in result.notes)
     assert not any("cross-encoder" in n for n in replay(decisions, {"minhash": 0.9}).notes)
 
 

@@ -28,9 +28,22 @@ def files(tmp_path_factory) -> dict[str, object]:
 def test_a_flat_head_scores_every_story_by_its_bias_over_the_newer_sentences(files) -> None:
     model = CrossEncoder(files["flat"])
     scores = model.story_scores(FakeEmbedder().encode, [REWRITE, "", STORY], [STORY, STORY, ""])
-    assert scores.logit[0] == pytest.approx(1.5, abs=1e-5)
+    assert scores.score[0] == pytest.approx(1.5, abs=1e-5)
     assert scores.sentences.tolist() == [3, 0, 0]  # the rewrite's three sentences; nothing without text
-    assert np.isneginf(scores.logit[1:]).all()
+    assert np.isneginf(scores.score[1:]).all()
+
+
+def test_prob_cos_pools_the_mean_of_each_pairs_probability_and_aligned_cosine(files) -> None:
+    from dedup_tasks.embed.aligned import aligned_pairs
+
+    model, embed = CrossEncoder(files["flat"]), FakeEmbedder().encode
+    cos = np.array([p[3] for p in aligned_pairs(embed, [REWRITE], [STORY])])
+    assert cos.std() > 1e-3  # the sentences align at different cosines: the mean is over pairs, not one
+    scores = model.story_scores(embed, [REWRITE, ""], [STORY, STORY], "prob_cos")
+    assert scores.score[0] == pytest.approx(float(np.mean(0.5 * (1 / (1 + np.exp(-1.5)) + cos))), abs=1e-5)
+    assert scores.sentences.tolist() == [3, 0] and np.isneginf(scores.score[1])
+    with pytest.raises(ValueError, match="score must be one of"):
+        model.story_scores(embed, [REWRITE], [STORY], "max")
 
 
 def test_logits_read_both_orders_and_differ_by_pair(files) -> None:

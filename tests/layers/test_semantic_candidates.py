@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dedup_tasks.config import DedupConfig
+from dedup_tasks.config import ConfigError, DedupConfig
 from dedup_tasks.embed.embedders import resolve_device
 from dedup_tasks.embed.faiss_index import PersistentIndex
 from dedup_tasks.embed.sketch import SKETCH_DIM, sketch_model_id, story_sketches
@@ -323,6 +323,57 @@ def test_cross_confirmation_scores_sketch_pairs_by_the_cross_encoder_in_logits(f
     assert drop["reason"].endswith(f") to doc a0 of batch {B0}")
     assert out.stats.extra["cross_pairs"] >= 1 and out.stats.extra["cross_models"]["en"].startswith("cross-e5-")
     assert run(1.6).drops.num_rows == 0
+
+
+def test_prob_cos_confirmation_reads_the_mean_of_probability_and_aligned_cosine(fake, tmp_path) -> None:
+    pytest.importorskip("torch")
+    from dedup_tasks.embed.aligned import aligned_pairs
+
+    model = write_cross_encoder(tmp_path / "flat.pt", bias=1.5)  # every sentence pair: logit 1.5
+    b0 = batch_of([STORY, UNRELATED, REWRITE], "a")
+    texts = SemanticLayer(config())._sentence_texts(b0, np.arange(3))
+    cos = np.array([p[3] for p in aligned_pairs(FakeEmbedder().encode, [texts[2]], [texts[0]])])
+    expected = float(np.mean(0.5 * (1.0 / (1.0 + np.exp(-1.5)) + cos)))
+    assert abs(expected - 1.5) > 0.5 and abs(expected - 0.5 * (1.0 / (1.0 + np.exp(-1.5)) + 1.0)) > 1e-3
+
+    def run(threshold: float):
+        cfg = config(semantic_sketch_confirm="cross", semantic_aligned_head_min=0.0, semantic_cross_encoder_en=str(model),
+                     semantic_cross_threshold_en=threshold, semantic_cross_score_en="prob_cos")
+        return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
+
+    drops = run(expected - 1e-4).drops.to_pylist()
+    assert [(r["doc_id"], r["matched_doc_id"]) for r in drops] == [("a2", "a0")]
+    drop = drops[0]
+    assert drop["score_kind"] == "cross_prob_cos"
+    assert drop["score"] == pytest.approx(expected, abs=1e-5)
+    assert drop["reason"].startswith(f"cross-encoder probability and cosine {expected:.2f} >= ")
+    assert run(expected + 1e-4).drops.num_rows == 0
+    with pytest.raises(ConfigError, match="semantic_cross_score_en must be one of"):
+        config(semantic_cross_score_en="mean")
+
+
+def test_the_sketch_dimension_is_a_setting_with_its_own_store_id_and_history(fake, tmp_path) -> None:
+    b0 = batch_of([STORY, UNRELATED], "a")
+    wide = story_sketches(b0, dim=1024)
+    assert wide.shape == (2, 1024) and np.allclose(np.linalg.norm(wide, axis=1), 1.0, atol=1e-5)
+    assert sketch_model_id(dim=1024) == "sketch:tfidf-words-1024" != sketch_model_id()
+    # The same features at two sizes: most of a document's weight lands in distinct buckets either way.
+    narrow = story_sketches(b0, dim=SKETCH_DIM)
+    assert (narrow[0] != 0).sum() < (wide[0] != 0).sum()
+    for bad in (100, 32, 8192):
+        with pytest.raises(ValueError, match="power of two from 64 to 4096"):
+            story_sketches(b0, dim=bad)
+        with pytest.raises(ConfigError, match="semantic_sketch_dim must be a power of two"):
+            config(semantic_sketch_dim=bad)
+    cfg = config(semantic_sketch_dim=1024, root=str(tmp_path / "root"))
+    registry = MemoryRegistry()
+    SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, registry))
+    store = store_for(registry)
+    docs, _, vectors = store.scan(sketch_model_id(dim=1024))
+    assert sorted(docs.tolist()) == ["a0", "a1"] and vectors.shape[1] == 1024
+    assert len(store.scan(sketch_model_id())[0]) == 0  # the 256 history stays empty
+    saved = PersistentIndex.open(cfg.root, sketch_model_id(dim=1024), 1024)
+    assert sorted(saved.doc_id.tolist()) == ["a0", "a1"]
 
 
 def test_a_language_without_a_cross_encoder_keeps_the_aligned_cosine(fake, tmp_path) -> None:
