@@ -235,7 +235,7 @@ class DedupConfig:
     # sketch) is searched against earlier rows and earlier batches' kept documents; pairs at sketch
     # cosine >= semantic_sketch_min go to the transformer beside the L2/L3 near misses. Off by default:
     # English rewrites reach the bar only with a cross-encoder, which does not ship (trained on
-    # research-only pairs), and zh recall stays at 0.01-0.30 (docs/semantic.md, sessions 16-17).
+    # research-only pairs), and zh recall stays at 0.01-0.44 (docs/semantic.md, sessions 16-19).
     semantic_sketch: bool = False
     semantic_sketch_min: float = 0.6
     # A language's own candidate floor (None: semantic_sketch_min). A Chinese character-bigram sketch
