@@ -54,6 +54,13 @@ class ConfigError(ValueError):
 
 # What a Chinese story sketch can count (semantic_sketch_zh_features; dedup_tasks.embed.sketch).
 SKETCH_ZH_FEATURES = ("jieba", "char2")
+
+
+def is_sketch_dim(dim: object) -> bool:
+    """A story sketch's size: a power of two from 64 to 4096 (its buckets are the top bits of a hash)."""
+    return isinstance(dim, int) and not isinstance(dim, bool) and 64 <= dim <= 4096 and dim & (dim - 1) == 0
+
+
 # How a cross-encoder's story score pools its sentences (semantic_cross_score_<lang>;
 # dedup_tasks.embed.cross_encoder.CROSS_SCORES, kept here so the config imports no torch module).
 CROSS_SCORES = ("logit", "prob_cos")
@@ -343,9 +350,8 @@ class DedupConfig:
             raise ConfigError("the semantic_suspect_* bands must lie inside the recorded suspect_* bands")
         if self.semantic_sketch_zh_features not in SKETCH_ZH_FEATURES:
             raise ConfigError(f"semantic_sketch_zh_features must be one of {SKETCH_ZH_FEATURES}")
-        dim = self.semantic_sketch_dim
-        if not (isinstance(dim, int) and 64 <= dim <= 4096 and dim & (dim - 1) == 0):
-            raise ConfigError(f"semantic_sketch_dim must be a power of two from 64 to 4096, got {dim!r}")
+        if not is_sketch_dim(self.semantic_sketch_dim):
+            raise ConfigError(f"semantic_sketch_dim must be a power of two from 64 to 4096, got {self.semantic_sketch_dim!r}")
         if self.semantic_sketch_confirm not in ("head", "aligned", "cross"):
             raise ConfigError("semantic_sketch_confirm must be 'head', 'aligned' or 'cross'")
         for lang in ("en", "zh"):

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from dedup_tasks.config import SKETCH_ZH_FEATURES
+from dedup_tasks.config import SKETCH_ZH_FEATURES, is_sketch_dim
 from dedup_tasks.fingerprint import kernels
 
 if TYPE_CHECKING:
@@ -40,20 +40,14 @@ if TYPE_CHECKING:
 SKETCH_DIM = 256
 
 
-def check_sketch_dim(dim: int) -> int:
-    """``dim`` if it is a power of two from 64 to 4096 (the buckets are the top bits of a hash)."""
-    if not (isinstance(dim, int | np.integer) and 64 <= dim <= 4096 and dim & (dim - 1) == 0):
-        raise ValueError(f"a sketch dimension must be a power of two from 64 to 4096, got {dim!r}")
-    return int(dim)
-
-
 def sketch_model_id(zh_features: str = "jieba", dim: int = SKETCH_DIM) -> str:
     """The store's name for sketches of these features and this dimension: sketches of another feature
     space or size are never compared with them (a registry filled under ``char2`` keeps its id from
     before words existed)."""
     if zh_features not in SKETCH_ZH_FEATURES:
         raise ValueError(f"zh_features must be one of {SKETCH_ZH_FEATURES}, got {zh_features!r}")
-    dim = check_sketch_dim(dim)
+    if not is_sketch_dim(dim):
+        raise ValueError(f"a sketch dimension must be a power of two from 64 to 4096, got {dim!r}")
     return f"sketch:tfidf-uni-bi-{dim}" if zh_features == "char2" else f"sketch:tfidf-words-{dim}"
 
 

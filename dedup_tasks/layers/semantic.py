@@ -103,12 +103,11 @@ _CROSS_WORDS = {CROSS_LOGIT: "cross-encoder logit ", CROSS_PROB_COS: "cross-enco
 
 def cross_details(
     by_cross: np.ndarray, score: np.ndarray, threshold: np.ndarray, sentences: np.ndarray, model_id: np.ndarray,
-    kind: np.ndarray | None = None,
+    kind: np.ndarray,
 ) -> pa.Array:
     """The reason of each cross-encoder drop ("cross-encoder logit 3.12 >= 2.37 over 5 aligned
     sentences (model cross-e5-...)", or "cross-encoder probability and cosine 0.74 >= 0.72 ..." where
     ``kind`` is ``cross_prob_cos``; the matched doc is appended by ``drop_reasons``); null elsewhere."""
-    kind = np.full(len(score), CROSS_LOGIT, object) if kind is None else np.asarray(kind, object)
     words = pa.array([_CROSS_WORDS.get(k, _CROSS_WORDS[CROSS_LOGIT]) for k in kind], pa.string())
     text = pc.binary_join_element_wise(
         words, fixed_text(score, 2), " >= ", fixed_text(threshold, 2), " over ",
