@@ -13,8 +13,8 @@ story's score is the mean logit over its newer sentences (docs/semantic.md, sess
 stories it separates rewrites from same-topic stories at d' 2.5, the aligned cosine at 1.8), or, with
 ``score="prob_cos"``, the mean over them of the pair's probability and the two sentences' cosine,
 averaged: the bi-encoder and the cross-encoder err on other pairs, and a probability keeps one
-sentence the model is sure of from outvoting the rest (zh dev stories at no negative through: recall
-0.705 against the mean logit's 0.618; docs/semantic.md, session 19).
+sentence the model is sure of from outvoting the rest (zh dev stories at the tail rule: recall 0.449
+against the mean logit's 0.300; docs/semantic.md, session 19).
 """
 
 from __future__ import annotations
