@@ -61,8 +61,8 @@ def is_sketch_dim(dim: object) -> bool:
     return isinstance(dim, int) and not isinstance(dim, bool) and 64 <= dim <= 4096 and dim & (dim - 1) == 0
 
 
-# How a cross-encoder's story score pools its sentences (semantic_cross_score_<lang>;
-# dedup_tasks.embed.cross_encoder.CROSS_SCORES, kept here so the config imports no torch module).
+# How a cross-encoder's story score pools its sentences (semantic_cross_score_<lang>; read by
+# dedup_tasks.embed.cross_encoder.CrossEncoder.story_scores).
 CROSS_SCORES = ("logit", "prob_cos")
 
 
@@ -360,7 +360,7 @@ class DedupConfig:
                 raise ConfigError(f"semantic_cross_score_{lang} must be one of {CROSS_SCORES}")
             if getattr(self, f"semantic_cross_encoder_{lang}") and getattr(self, f"semantic_cross_threshold_{lang}") is None:
                 raise ConfigError(
-                    f"semantic_cross_encoder_{lang} needs semantic_cross_threshold_{lang}: a logit threshold belongs to its model"
+                    f"semantic_cross_encoder_{lang} needs semantic_cross_threshold_{lang}: a threshold belongs to its model"
                 )
         if self.semantic_sketch_confirm == "cross" and not self.cross_encoders():
             raise ConfigError("semantic_sketch_confirm='cross' needs semantic_cross_encoder_en or semantic_cross_encoder_zh (a file)")

@@ -101,10 +101,10 @@ def replay(decisions: pd.DataFrame, thresholds: dict[str, float]) -> WhatIfResul
     notes = [
         "A row the replay keeps never reached the later layers; they may still drop it.",
     ]
-    logit_drops = int((by_cross & (decisions["layer"] == "semantic").to_numpy()).sum())
-    if "semantic" in thresholds and logit_drops:
+    cross_drops = int((by_cross & (decisions["layer"] == "semantic").to_numpy()).sum())
+    if "semantic" in thresholds and cross_drops:
         notes.append(
-            f"{logit_drops} semantic drops confirmed by a cross-encoder score a logit, not a cosine: "
+            f"{cross_drops} semantic drops confirmed by a cross-encoder score on its own scale, not a cosine: "
             "they are not replayed (their threshold is semantic_cross_threshold_<lang>)."
         )
     if undecidable and any(_loosens(layer, new, decisions) for layer, new in thresholds.items()):

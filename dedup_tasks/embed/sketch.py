@@ -7,8 +7,9 @@ near-duplicate view (``_near_text``: folded, site boilerplate removed) still ove
 weighted ``(1 + log tf) * idf`` with the document frequency of the batch (so function words and a
 site's recurring phrases weigh little), hashed into ``dim`` signed buckets (a count sketch:
 the inner product of two sketches estimates the inner product of the weighted bags, error about
-1/sqrt(dim)) and L2-normalized. ``dim`` is ``semantic_sketch_dim`` (``SKETCH_DIM``, 256, by default). The cosine of two sketches is a TF-IDF cosine, good enough to find
-the few documents worth showing the transformer; it never drops a document on its own.
+1/sqrt(dim)) and L2-normalized; ``dim`` is ``semantic_sketch_dim`` (``SKETCH_DIM``, 256, by
+default). The cosine of two sketches is a TF-IDF cosine, good enough to find the few documents worth
+showing the transformer; it never drops a document on its own.
 
 Chinese words rank a rewrite's source first far more often than character bigrams (dev crawl: 70%
 against 50%, at a median cosine of 0.51 against 0.31; docs/semantic.md, session 17): a bigram across
@@ -94,7 +95,7 @@ def story_sketches(
     idf = np.log((n + 1.0) / (df + 1.0)) + 1.0
     weight = (1.0 + np.log(tf)) * idf[f_inv]
     mixed = u_feat * _MIX  # wraps mod 2^64: a multiplicative hash spreading the feature over buckets
-    bucket = (mixed >> np.uint64(64 - int(dim).bit_length() + 1)).astype(np.int64)
+    bucket = (mixed >> np.uint64(64 - (int(dim).bit_length() - 1))).astype(np.int64)  # the top log2(dim) bits
     sign = np.where((mixed >> np.uint64(31)) & np.uint64(1), 1.0, -1.0)
     flat = np.bincount(u_doc * dim + bucket, weights=sign * weight, minlength=n * dim)
     out[:] = flat.reshape(n, dim)

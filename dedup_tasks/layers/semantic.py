@@ -108,7 +108,7 @@ def cross_details(
     """The reason of each cross-encoder drop ("cross-encoder logit 3.12 >= 2.37 over 5 aligned
     sentences (model cross-e5-...)", or "cross-encoder probability and cosine 0.74 >= 0.72 ..." where
     ``kind`` is ``cross_prob_cos``; the matched doc is appended by ``drop_reasons``); null elsewhere."""
-    words = pa.array([_CROSS_WORDS.get(k, _CROSS_WORDS[CROSS_LOGIT]) for k in kind], pa.string())
+    words = pa.array(np.where(np.asarray(kind, object) == CROSS_PROB_COS, _CROSS_WORDS[CROSS_PROB_COS], _CROSS_WORDS[CROSS_LOGIT]), pa.string())
     text = pc.binary_join_element_wise(
         words, fixed_text(score, 2), " >= ", fixed_text(threshold, 2), " over ",
         pa.array(sentences).cast(pa.string()), " aligned sentences (model ", pa.array(model_id, pa.string()), ")", "",
@@ -581,8 +581,8 @@ class SemanticLayer(Layer):
             flat_hits.setdefault(int(r), []).append((float(sc), int(c)))
 
         # Decide in batch order: the earlier document wins, and a row this layer dropped is not kept. A
-        # cosine match is preferred to a cross-encoder one (a cross-encoder's score and a cosine do not compare), then
-        # the higher score.
+        # cosine match is preferred to a cross-encoder one (a cross-encoder's score and a cosine do not
+        # compare), then the higher score.
         dropped = np.zeros(n, bool)
         out_rows, out_doc, out_batch, out_score, out_threshold, out_pair = [], [], [], [], [], []
         order = np.argsort(sus_row, kind="stable")
