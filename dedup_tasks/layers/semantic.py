@@ -664,7 +664,7 @@ class SemanticLayer(Layer):
             t0 = time.perf_counter()
             path, threshold, pooling = models[lang]
             model = get_cross_encoder(path)
-            story = model.story_scores(embed, texts_new, texts_old, pooling)
+            story = model.story_scores(embed, texts_new, texts_old, pooling, cfg.semantic_cross_min_cos_for(lang))
             at = pairs[sel]
             out.score[at] = story.score
             out.kind[at] = CROSS_KIND[pooling]
@@ -674,7 +674,9 @@ class SemanticLayer(Layer):
             out.model_id[at] = model.model_id
             self._stats.setdefault("cross_models", {})[lang] = model.model_id
             self._stats["cross_pairs"] = self._stats.get("cross_pairs", 0) + len(sel)
-            self._stats["cross_sentence_pairs"] = self._stats.get("cross_sentence_pairs", 0) + int(story.sentences.sum())
+            self._stats["cross_gated"] = self._stats.get("cross_gated", 0) + int(story.gated.sum())
+            read = int(story.sentences[~story.gated].sum())
+            self._stats["cross_sentence_pairs"] = self._stats.get("cross_sentence_pairs", 0) + read
             cross_seconds += time.perf_counter() - t0
         self._stats["aligned_pairs"] = int(have.sum())
         self._stats["aligned_seconds"] = round(time.perf_counter() - started, 3)

@@ -46,6 +46,18 @@ def test_prob_cos_pools_the_mean_of_each_pairs_probability_and_aligned_cosine(fi
         model.story_scores(embed, [REWRITE], [STORY], "max")
 
 
+def test_a_story_below_the_cosine_gate_is_not_read_and_scores_minus_infinity(files) -> None:
+    from dedup_tasks.embed.aligned import aligned_pairs
+
+    model, embed = CrossEncoder(files["flat"]), FakeEmbedder().encode
+    mean_cos = float(np.mean([p[3] for p in aligned_pairs(embed, [REWRITE], [STORY])]))
+    scores = model.story_scores(embed, [REWRITE, REWRITE, ""], [STORY, STORY, STORY], "logit", min_cos=mean_cos + 1e-4)
+    assert scores.gated.tolist() == [True, True, False]  # the empty story has no sentence: not gated, not scored
+    assert np.isneginf(scores.score).all() and scores.sentences.tolist() == [3, 3, 0]
+    passed = model.story_scores(embed, [REWRITE], [STORY], "logit", min_cos=mean_cos - 1e-4)
+    assert passed.gated.tolist() == [False] and passed.score[0] == pytest.approx(1.5, abs=1e-5)
+
+
 def test_logits_read_both_orders_and_differ_by_pair(files) -> None:
     model = CrossEncoder(files["random"])
     a = ["The company cut its forecast.", "Shares fell 14 percent."]

@@ -308,7 +308,7 @@ def test_cross_confirmation_scores_sketch_pairs_by_the_cross_encoder_in_logits(f
     assert len(newer) == 2
 
     def run(threshold: float):
-        cfg = config(semantic_sketch_confirm="cross", semantic_aligned_head_min=0.0,
+        cfg = config(semantic_sketch_confirm="cross", semantic_aligned_head_min=0.0, semantic_cross_min_cos=-1.0,
                      semantic_cross_encoder_en=str(model), semantic_cross_threshold_en=threshold)
         return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
 
@@ -338,7 +338,7 @@ def test_prob_cos_confirmation_reads_the_mean_of_probability_and_aligned_cosine(
 
     def run(threshold: float):
         cfg = config(semantic_sketch_confirm="cross", semantic_aligned_head_min=0.0, semantic_cross_encoder_en=str(model),
-                     semantic_cross_threshold_en=threshold, semantic_cross_score_en="prob_cos")
+                     semantic_cross_threshold_en=threshold, semantic_cross_score_en="prob_cos", semantic_cross_min_cos=-1.0)
         return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
 
     drops = run(expected - 1e-4).drops.to_pylist()
@@ -350,6 +350,32 @@ def test_prob_cos_confirmation_reads_the_mean_of_probability_and_aligned_cosine(
     assert run(expected + 1e-4).drops.num_rows == 0
     with pytest.raises(ConfigError, match="semantic_cross_score_en must be one of"):
         config(semantic_cross_score_en="mean")
+
+
+def test_a_pair_whose_aligned_cosine_is_below_the_gate_is_never_read_by_the_cross_encoder(fake, tmp_path) -> None:
+    pytest.importorskip("torch")
+    from dedup_tasks.embed.aligned import aligned_pairs
+
+    model = write_cross_encoder(tmp_path / "pass-all.pt", bias=9.0)
+    b0 = batch_of([STORY, UNRELATED, REWRITE], "a")
+    texts = SemanticLayer(config())._sentence_texts(b0, np.arange(3))
+    mean_cos = float(np.mean([p[3] for p in aligned_pairs(FakeEmbedder().encode, [texts[2]], [texts[0]])]))
+
+    def run(gate: float):
+        cfg = config(semantic_sketch_confirm="cross", semantic_aligned_head_min=0.0, semantic_cross_encoder_en=str(model),
+                     semantic_cross_threshold_en=1.0, semantic_cross_min_cos=0.0, semantic_cross_min_cos_en=gate)
+        return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
+
+    below = run(mean_cos + 1e-4)  # a model that passes anything is not asked
+    assert below.drops.num_rows == 0
+    assert below.stats.extra["cross_gated"] >= 1 and below.stats.extra["cross_sentence_pairs"] == 0
+    at = run(mean_cos - 1e-4)
+    assert [(r["doc_id"], r["matched_doc_id"]) for r in at.drops.to_pylist()] == [("a2", "a0")]
+    assert at.stats.extra["cross_gated"] == 0 and at.stats.extra["cross_sentence_pairs"] >= 2
+    assert config(semantic_cross_min_cos_zh=0.9).semantic_cross_min_cos_for("zh") == 0.9
+    assert config(semantic_cross_min_cos_zh=0.9).semantic_cross_min_cos_for("en") == DedupConfig().semantic_cross_min_cos
+    with pytest.raises(ConfigError, match="semantic_cross_min_cos"):
+        config(semantic_cross_min_cos=1.5)
 
 
 def test_the_sketch_dimension_is_a_setting_with_its_own_store_id_and_history(fake, tmp_path) -> None:
@@ -408,7 +434,7 @@ def test_a_rewrite_candidate_stating_other_values_is_refused_before_anything_is_
 
     def run(min_new: int):
         cfg = config(semantic_sketch_confirm="cross", semantic_aligned_head_min=0.0, semantic_cross_encoder_en=str(model),
-                     semantic_cross_threshold_en=1.0, semantic_sketch_facts_min_new=min_new)
+                     semantic_cross_threshold_en=1.0, semantic_sketch_facts_min_new=min_new, semantic_cross_min_cos=-1.0)
         return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
 
     fake.calls.clear()
