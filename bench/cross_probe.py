@@ -177,6 +177,27 @@ def report(path: str, rate: float = 0.005) -> None:
                 print(f"  {split} {name} {score}: sentence-pair AUC {auc(pair_score[in_pairs], dup[story][in_pairs].astype(float)):.3f}; "
                       f"stories {len(pos)} / {len(neg)}, separation d' {sep:.2f}, recall where a normal fit "
                       f"passes {rate:.1%} of the negatives {float((pos >= tail).mean()):.3f}")
+    from dedup_tasks.config import DedupConfig
+
+    gate = DedupConfig().semantic_cross_min_cos
+    for split in ("dev", "test"):
+        aligned, dup = scores[split]["aligned cosine"], f[f"{split}_dup"]
+        print(f"  {split} aligned-cosine gate (semantic_cross_min_cos {gate}): lowest rewrite {aligned[dup].min():.3f}, "
+              f"rewrites below {int((aligned[dup] < gate).sum())}/{int(dup.sum())}, "
+              f"same-topic below (never read) {int((aligned[~dup] < gate).sum())}/{int((~dup).sum())}")
+    from dedup_tasks.embed.cross_encoder import ORDER_BAND
+
+    for split in ("dev", "test"):
+        story, cos, n = f[f"{split}_story"], f[f"{split}_cos"], len(f[f"{split}_dup"])
+        for kind in ("logit", "prob_cos"):
+            one_logit, both_logit = f[f"{split}_ab"], sym_of[split]
+            if kind == "prob_cos":
+                one_logit, both_logit = (0.5 * (1.0 / (1.0 + np.exp(-x)) + cos) for x in (one_logit, both_logit))
+            one = _per_story(one_logit, story, n, "mean")
+            both = _per_story(both_logit, story, n, "mean")
+            err = np.abs(one - both)[np.isfinite(one)]
+            print(f"  {split} {kind} read in one order (newer first): largest error of a story {err.max():.3f} "
+                  f"(band {ORDER_BAND[kind]}: {'inside' if err.max() < ORDER_BAND[kind] else 'OUTSIDE'})")
     need = NormalDist().inv_cdf(1.0 - rate) + NormalDist().inv_cdf(0.6)
     print(f"  recall 0.6 with {rate:.1%} of the negatives through needs d' >= {need:.2f}")
     for name, dev in scores["dev"].items():

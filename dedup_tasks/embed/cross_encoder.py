@@ -37,8 +37,11 @@ POOLED_SCALE = 10.0
 # Pairs are read in batches of like length, at most this many padded tokens (``e5_torch.token_batches``):
 # in the order they come, a batch is as long as its longest pair.
 PAIR_BATCH_TOKENS = 2048
-# Fewer pairs than this are read in one thread (two threads cost more than they save).
-PAIR_BATCH = 32
+# How far below the drop threshold a story read in one order must score to be left unread the other
+# way round, per score kind: about twice the largest one-order error of any dev story (en, mean
+# logit: 0.84; zh, prob_cos: 0.041; docs/semantic.md, session 20). ``bench.cross_probe`` prints that
+# error for a newly trained model.
+ORDER_BAND = {"logit": 1.5, "prob_cos": 0.1}
 
 
 class CrossEncoderError(ValueError):
@@ -61,7 +64,9 @@ class StoryScores:
     score: np.ndarray
     sentences: np.ndarray
     # Stories the aligned cosine ruled out before the cross-encoder read them (score -inf).
-    gated: np.ndarray | None = None
+    gated: np.ndarray
+    # Stories read in one order only: their score is that order's, far below the threshold.
+    one_way: np.ndarray
 
 
 class CrossEncoder:
@@ -106,67 +111,85 @@ class CrossEncoder:
         return {"encoder": self._model.encoder.state_dict(), "head": self._head.state_dict(), "side": self.side}
 
     def one_way(self, a: list[str], b: list[str]) -> np.ndarray:
-        """The logit of each pair read in the given order (``a[i]`` first)."""
+        """The logit of each pair read in the given order (``a[i]`` first). Batches of like length run
+        side by side in two Python threads (torch releases the GIL), each one torch thread: in a process
+        where numba's OpenMP pool has run, torch's own threads cost 3-4x the CPU (docs/semantic.md,
+        session 9)."""
         import torch
 
         ids = pair_ids(self._model.tokenizer, a, b, self.side) if len(a) else []
         out = np.zeros(len(ids))
-        with torch.inference_mode():
-            for sel in token_batches([len(x) for x in ids], PAIR_BATCH_TOKENS):
+
+        def run(sel: np.ndarray) -> None:
+            with torch.inference_mode():
                 pooled = self._model.forward_ids([ids[k] for k in sel])
                 out[sel] = self._head(pooled * POOLED_SCALE).squeeze(1).numpy()
+
+        batches = token_batches([len(x) for x in ids], PAIR_BATCH_TOKENS)
+        if len(batches) < 2:
+            for sel in batches:
+                run(sel)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(2, thread_name_prefix="cross") as pool:
+                list(pool.map(run, batches[::-1]))  # the longest first: the last to finish is short
         return out
 
     def logits(self, a: list[str], b: list[str]) -> np.ndarray:
-        """The logit of each pair (a[i], b[i]), the mean of both orders (the model reads them unequally).
-        The two orders run side by side in two Python threads (torch releases the GIL), each one torch
-        thread: in a process where numba's OpenMP pool has run, torch's own threads cost 3-4x the CPU
-        (docs/semantic.md, session 9)."""
+        """The logit of each pair (a[i], b[i]), the mean of both orders (the model reads them unequally)."""
         if len(a) != len(b):
             raise ValueError(f"{len(a)} first sentences for {len(b)} second ones")
-        if len(a) < PAIR_BATCH:
-            return 0.5 * (self.one_way(a, b) + self.one_way(b, a))
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(2, thread_name_prefix="cross") as pool:
-            ab, ba = pool.map(lambda order: self.one_way(*order), [(a, b), (b, a)])
-        return 0.5 * (ab + ba)
+        return 0.5 * (self.one_way(a, b) + self.one_way(b, a))
 
     def story_scores(
-        self, embed, newer: list[str], earlier: list[str], score: str = "logit", min_cos: float = -1.0
+        self, embed, newer: list[str], earlier: list[str], score: str = "logit", min_cos: float = -1.0,
+        threshold: float | None = None,
     ) -> StoryScores:
         """Per pair (newer[i], earlier[i]): the newer's sentences against their aligned earlier sentences
         (``embed``: the bi-encoder that aligns them, L2-normalized rows), pooled by ``score``: "logit",
-        the mean logit; "prob_cos", the mean of (sigmoid(logit) + cosine) / 2.
+        the mean of both orders' logits; "prob_cos", the mean of (sigmoid(logit) + cosine) / 2.
 
-        Cheapest test first: a story whose aligned cosine (the mean over its newer sentences of the
-        cosine to their counterparts, known once they are aligned) is below ``min_cos`` is not read by
-        the cross-encoder: it scores -inf and is marked ``gated``. A rewrite keeps every statement, so
-        its aligned cosine is high (English dev and test rewrites: 0.92 and up; docs/semantic.md,
-        session 20), while most candidates the sketch finds are other stories."""
+        Cheapest test first, twice:
+
+        * a story whose aligned cosine (the mean over its newer sentences of the cosine to their
+          counterparts, known once they are aligned) is below ``min_cos`` is not read by the
+          cross-encoder: it scores -inf and is marked ``gated``;
+        * given the drop ``threshold``, each story is read in one order first (newer sentence first),
+          and only a story that scores within ``ORDER_BAND[score]`` of the threshold or above it is
+          read the other way round too. The rest keep their one-way score, marked ``one_way``: below
+          the threshold by more than the two orders ever differ on the dev stories (docs/semantic.md,
+          session 20), so their decision is the one both orders give, for half the reading."""
         if score not in CROSS_SCORES:
             raise ValueError(f"score must be one of {CROSS_SCORES}, got {score!r}")
+        n = len(newer)
         pairs = aligned_pairs(embed, newer, earlier)
-        out = np.full(len(newer), -np.inf)
-        count = np.zeros(len(newer), np.int64)
-        gated = np.zeros(len(newer), bool)
+        out = np.full(n, -np.inf)
         if not pairs:
-            return StoryScores(out, count, gated)
+            return StoryScores(out, np.zeros(n, np.int64), np.zeros(n, bool), np.zeros(n, bool))
         story = np.array([p[0] for p in pairs], np.int64)
         cos = np.array([p[3] for p in pairs], float)
-        count = np.bincount(story, minlength=len(newer))
+        count = np.bincount(story, minlength=n)
         has = count > 0
-        mean_cos = np.bincount(story, weights=cos, minlength=len(newer)) / np.maximum(count, 1)
-        gated = has & (mean_cos < min_cos)
-        read = ~gated[story]
-        kept = [p for p, r in zip(pairs, read, strict=True) if r]
-        values = self.logits([p[1] for p in kept], [p[2] for p in kept])
-        if score == "prob_cos":
-            values = 0.5 * (1.0 / (1.0 + np.exp(-values)) + cos[read])
-        total = np.bincount(story[read], weights=values, minlength=len(newer))
+        gated = has & (np.bincount(story, weights=cos, minlength=n) / np.maximum(count, 1) < min_cos)
+        read = np.flatnonzero(~gated[story])
+        first = [pairs[i][1] for i in read]
+        second = [pairs[i][2] for i in read]
+
+        def pooled(logit: np.ndarray) -> np.ndarray:
+            values = 0.5 * (1.0 / (1.0 + np.exp(-logit)) + cos[read]) if score == "prob_cos" else logit
+            return np.bincount(story[read], weights=values, minlength=n) / np.maximum(count, 1)
+
+        logit = self.one_way(first, second)
+        both = has & ~gated
+        if threshold is not None:
+            both &= pooled(logit) >= threshold - ORDER_BAND[score]
+        again = np.flatnonzero(both[story[read]])
+        if len(again):
+            logit[again] = 0.5 * (logit[again] + self.one_way([second[i] for i in again], [first[i] for i in again]))
         scored = has & ~gated
-        out[scored] = total[scored] / count[scored]
-        return StoryScores(out, count, gated)
+        out[scored] = pooled(logit)[scored]
+        return StoryScores(out, count, gated, scored & ~both)
 
 
 _CACHE: dict[tuple, CrossEncoder] = {}

@@ -664,7 +664,7 @@ class SemanticLayer(Layer):
             t0 = time.perf_counter()
             path, threshold, pooling = models[lang]
             model = get_cross_encoder(path)
-            story = model.story_scores(embed, texts_new, texts_old, pooling, cfg.semantic_cross_min_cos_for(lang))
+            story = model.story_scores(embed, texts_new, texts_old, pooling, cfg.semantic_cross_min_cos_for(lang), threshold)
             at = pairs[sel]
             out.score[at] = story.score
             out.kind[at] = CROSS_KIND[pooling]
@@ -675,6 +675,7 @@ class SemanticLayer(Layer):
             self._stats.setdefault("cross_models", {})[lang] = model.model_id
             self._stats["cross_pairs"] = self._stats.get("cross_pairs", 0) + len(sel)
             self._stats["cross_gated"] = self._stats.get("cross_gated", 0) + int(story.gated.sum())
+            self._stats["cross_one_way"] = self._stats.get("cross_one_way", 0) + int(story.one_way.sum())
             read = int(story.sentences[~story.gated].sum())
             self._stats["cross_sentence_pairs"] = self._stats.get("cross_sentence_pairs", 0) + read
             cross_seconds += time.perf_counter() - t0

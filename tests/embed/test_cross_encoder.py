@@ -58,6 +58,22 @@ def test_a_story_below_the_cosine_gate_is_not_read_and_scores_minus_infinity(fil
     assert passed.gated.tolist() == [False] and passed.score[0] == pytest.approx(1.5, abs=1e-5)
 
 
+def test_a_story_far_below_the_threshold_is_read_in_one_order_only(files) -> None:
+    from dedup_tasks.embed.aligned import aligned_pairs
+    from dedup_tasks.embed.cross_encoder import ORDER_BAND
+
+    model, embed = CrossEncoder(files["random"]), FakeEmbedder().encode
+    pairs = aligned_pairs(embed, [REWRITE], [STORY])
+    a, b = [p[1] for p in pairs], [p[2] for p in pairs]
+    one, both = float(model.one_way(a, b).mean()), float(model.logits(a, b).mean())
+    assert abs(one - both) > 1e-3  # the orders differ: the test can tell which was read
+    far = model.story_scores(embed, [REWRITE], [STORY], "logit", threshold=one + ORDER_BAND["logit"] + 0.1)
+    assert far.one_way.tolist() == [True] and far.score[0] == pytest.approx(one, abs=1e-4)
+    near = model.story_scores(embed, [REWRITE], [STORY], "logit", threshold=one + ORDER_BAND["logit"] - 0.1)
+    assert near.one_way.tolist() == [False] and near.score[0] == pytest.approx(both, abs=1e-4)
+    assert model.story_scores(embed, [REWRITE], [STORY]).score[0] == pytest.approx(both, abs=1e-4)  # no threshold
+
+
 def test_logits_read_both_orders_and_differ_by_pair(files) -> None:
     model = CrossEncoder(files["random"])
     a = ["The company cut its forecast.", "Shares fell 14 percent."]
@@ -68,7 +84,7 @@ def test_logits_read_both_orders_and_differ_by_pair(files) -> None:
     one_way = model.one_way(a, b)
     assert not np.allclose(one_way, model.one_way(b, a), atol=1e-5)  # the model itself reads them unequally
     many_a, many_b = [f"{x} ({i})" for i in range(20) for x in a], [f"{x} ({i})" for i in range(20) for x in b]
-    threaded = model.logits(many_a, many_b)  # 40 pairs: the two orders run in two threads
+    threaded = model.logits(many_a, many_b)  # 40 pairs
     assert np.allclose(threaded, 0.5 * (model.one_way(many_a, many_b) + model.one_way(many_b, many_a)), atol=1e-5)
     with pytest.raises(ValueError, match="2 first sentences for 1"):
         model.logits(a, b[:1])
