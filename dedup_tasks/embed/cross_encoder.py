@@ -10,7 +10,8 @@ names the file (config ``semantic_cross_encoder_<lang>``). Nothing is downloaded
 A story pair (newer, earlier) is scored as in ``embed.aligned``: each newer sentence is aligned to its
 nearest earlier sentence by the layer's embedder, each aligned pair is scored both ways round (one
 way only where the story is far below its threshold: ``story_scores``), and the story's score is
-the mean logit over its newer sentences (docs/semantic.md, session 14: on the MRPC stories it separates rewrites from same-topic stories at d' 2.5, the aligned cosine at 1.8), or, with
+the mean logit over its newer sentences (docs/semantic.md, session 14: on the MRPC stories it
+separates rewrites from same-topic stories at d' 2.5, the aligned cosine at 1.8), or, with
 ``score="prob_cos"``, the mean over them of the pair's probability and the two sentences' cosine,
 averaged: the bi-encoder and the cross-encoder err on other pairs, and a probability keeps one
 sentence the model is sure of from outvoting the rest (zh dev stories at the tail rule: recall 0.449
