@@ -99,3 +99,20 @@ def test_parallel_batches_give_the_same_vectors(pair) -> None:
     a = one.embed(texts, 64, batch_tokens=256)
     b = two.embed(texts, 64, batch_tokens=256)
     assert np.array_equal(a, b)
+
+
+def test_token_batches_cover_every_sequence_once_in_batches_of_like_length() -> None:
+    from dedup_tasks.embed.e5_torch import token_batches
+
+    lengths = [5, 300, 12, 7, 64, 64, 9, 1, 120, 33]
+    batches = token_batches(lengths, 128)
+    assert sorted(int(i) for b in batches for i in b) == list(range(len(lengths)))
+    for b in batches:
+        padded = max(lengths[i] for i in b) * len(b)
+        assert padded <= 128 or len(b) == 1  # a sequence longer than the budget goes alone
+    # Sorted by length: no batch holds a sequence shorter than one in an earlier batch.
+    longest_so_far = 0
+    for b in batches:
+        assert min(lengths[i] for i in b) >= longest_so_far
+        longest_so_far = max(lengths[i] for i in b)
+    assert token_batches([], 128) == []
