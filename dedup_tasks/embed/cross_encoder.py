@@ -31,7 +31,6 @@ import xxhash
 
 from dedup_tasks.config import CROSS_SCORES
 from dedup_tasks.embed.aligned import aligned_pairs
-from dedup_tasks.embed.e5_torch import token_batches
 
 # The pooled vector is L2-normalized; the head was trained on it scaled by this (bench.cross_probe).
 POOLED_SCALE = 10.0
@@ -84,7 +83,8 @@ class CrossEncoder:
         raw = path.read_bytes()
         try:
             state = torch.load(io.BytesIO(raw), weights_only=True)
-            model = E5Torch(threads=threads)
+            # Two workers: batches side by side, each on one torch thread (E5Torch.pooled_ids).
+            model = E5Torch(threads=threads, workers=2)
             model.encoder.load_state_dict(state["encoder"])
             head = torch.nn.Linear(model.H, 1)
             head.load_state_dict(state["head"])
@@ -112,30 +112,15 @@ class CrossEncoder:
         return {"encoder": self._model.encoder.state_dict(), "head": self._head.state_dict(), "side": self.side}
 
     def one_way(self, a: list[str], b: list[str]) -> np.ndarray:
-        """The logit of each pair read in the given order (``a[i]`` first). Batches of like length run
-        side by side in two Python threads (torch releases the GIL), each one torch thread: in a process
-        where numba's OpenMP pool has run, torch's own threads cost 3-4x the CPU (docs/semantic.md,
-        session 9)."""
+        """The logit of each pair read in the given order (``a[i]`` first); pairs of like length are
+        batched together (``E5Torch.pooled_ids``)."""
         import torch
 
-        ids = pair_ids(self._model.tokenizer, a, b, self.side) if len(a) else []
-        out = np.zeros(len(ids))
-
-        def run(sel: np.ndarray) -> None:
-            with torch.inference_mode():
-                pooled = self._model.forward_ids([ids[k] for k in sel])
-                out[sel] = self._head(pooled * POOLED_SCALE).squeeze(1).numpy()
-
-        batches = token_batches([len(x) for x in ids], PAIR_BATCH_TOKENS)
-        if len(batches) < 2:
-            for sel in batches:
-                run(sel)
-        else:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(2, thread_name_prefix="cross") as pool:
-                list(pool.map(run, batches[::-1]))  # the longest first: the last to finish is short
-        return out
+        if not len(a):
+            return np.zeros(0)
+        pooled = self._model.pooled_ids(pair_ids(self._model.tokenizer, a, b, self.side), PAIR_BATCH_TOKENS)
+        with torch.inference_mode():
+            return self._head(torch.from_numpy(pooled) * POOLED_SCALE).squeeze(1).numpy().astype(float)
 
     def logits(self, a: list[str], b: list[str]) -> np.ndarray:
         """The logit of each pair (a[i], b[i]), the mean of both orders (the model reads them unequally)."""

@@ -230,16 +230,20 @@ class E5Torch:
         return F.normalize(pooled, dim=1)
 
     def embed(self, texts: list[str], max_tokens: int | None = 256, prefix: str = "query: ", batch_tokens: int = 2048) -> np.ndarray:
-        """L2-normalized vectors of ``texts``. The batches depend on the texts and ``batch_tokens`` only,
-        so the vectors are the same whatever ``workers`` is: with several, the batches run side by side
-        in Python threads (torch releases the GIL), each a parallel region of one thread. Unlike torch's
-        own intra-op threads, this keeps its speed in a process where numba's OpenMP pool has run: two
+        """L2-normalized vectors of ``texts`` (``pooled_ids`` of their tokens, cut at ``max_tokens``)."""
+        cap = min(max_tokens or self.maxp, self.maxp)
+        return self.pooled_ids(self.tokenizer.encode([prefix + t for t in texts], cap), batch_tokens)
+
+    def pooled_ids(self, ids: list[list[int]], batch_tokens: int = 2048) -> np.ndarray:
+        """The L2-normalized mean-pooled vector (n, 384) of each token sequence, read in batches of like
+        length (``token_batches``). The batches depend on the sequences and ``batch_tokens`` only, so the
+        vectors are the same whatever ``workers`` is: with several, the batches run side by side in
+        Python threads (torch releases the GIL), each a parallel region of one thread. Unlike torch's own
+        intra-op threads, this keeps its speed in a process where numba's OpenMP pool has run: two
         workers embed 2.0x as fast as one at the same CPU (docs/semantic.md, session 10)."""
         import torch
 
-        cap = min(max_tokens or self.maxp, self.maxp)
-        ids = self.tokenizer.encode([prefix + t for t in texts], cap)
-        out = np.zeros((len(texts), self.H), np.float32)
+        out = np.zeros((len(ids), self.H), np.float32)
         batches = token_batches([len(b) for b in ids], batch_tokens)
 
         def run(sel: np.ndarray) -> None:
