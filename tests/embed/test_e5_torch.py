@@ -116,3 +116,26 @@ def test_token_batches_cover_every_sequence_once_in_batches_of_like_length() -> 
         assert min(lengths[i] for i in b) >= longest_so_far
         longest_so_far = max(lengths[i] for i in b)
     assert token_batches([], 128) == []
+
+
+def test_inference_reads_bf16_copies_of_the_weights_that_follow_every_update() -> None:
+    import torch
+
+    from dedup_tasks.embed.e5_torch import E5Torch
+
+    model = E5Torch(bf16=True, threads=1)
+    ids = model.tokenizer.encode(["query: " + t for t in TEXTS], 64)
+    with torch.inference_mode():
+        autocast = model.forward_ids(ids).numpy()
+    frozen = model.pooled_ids(ids)
+    # The same arithmetic as autocast (bf16 matmuls, attention and GELU; fp32 residuals and norms),
+    # without casting every weight at every call: the same vectors.
+    assert np.allclose(frozen, autocast, atol=1e-6)
+    # A training step changes the fp32 weights in place: the next inference must read them.
+    with torch.no_grad():
+        model.encoder[0][0].weight.mul_(0.5)
+    with torch.inference_mode():
+        moved = model.forward_ids(ids).numpy()
+    again = model.pooled_ids(ids)
+    assert np.allclose(again, moved, atol=1e-6)
+    assert (again * frozen).sum(1).min() < 0.999
