@@ -260,6 +260,9 @@ class DedupConfig:
     # reads stay flat (zh dev crawl: 628 rows with a candidate in hour 3 at the 0.25 floor, 222 at
     # 1.1; docs/semantic.md, session 17). 0: off (floor only).
     semantic_sketch_margin: float = 1.1
+    # A language's own margin (None: semantic_sketch_margin).
+    semantic_sketch_margin_en: float | None = None
+    semantic_sketch_margin_zh: float | None = None
     semantic_sketch_margin_neighbours: int = 4
     # HNSW's search list over the earlier batches' sketches, once they are more than 50,000 (below,
     # the search is exact): the share of rewrites whose source is found first, against time
@@ -440,6 +443,11 @@ class DedupConfig:
         """The cosine a sketch pair (a rewrite candidate) of language ``lang`` is dropped at."""
         return self._own_or(f"semantic_sketch_threshold_{lang}", lang, self.semantic_threshold_for(lang))
 
+    def semantic_sketch_margin_for(self, lang: str | None) -> float:
+        """How far a rewrite candidate of language ``lang`` must stand out from its row's neighbourhood
+        (a ratio to their mean sketch cosine; 0: not at all)."""
+        return self._own_or(f"semantic_sketch_margin_{lang}", lang, self.semantic_sketch_margin)
+
     def semantic_sketch_min_for(self, lang: str | None) -> float:
         """The sketch cosine a rewrite candidate of language ``lang`` needs to be shown the confirmer."""
         return self._own_or(f"semantic_sketch_min_{lang}", lang, self.semantic_sketch_min)
@@ -511,6 +519,8 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "semantic_sketch_min_zh": (-1.0, 1.0),
     "semantic_sketch_min_chars": (0, None),
     "semantic_sketch_margin": (0.0, None),
+    "semantic_sketch_margin_en": (0.0, None),
+    "semantic_sketch_margin_zh": (0.0, None),
     "semantic_sketch_margin_neighbours": (1, None),
     "semantic_sketch_ef_search": (1, None),
     "semantic_sketch_facts_min_new": (0, None),

@@ -35,6 +35,7 @@ def test_config_hash_tracks_decision_settings_only():
         ({"semantic_sketch_confirm": "vote"}, "'head', 'aligned' or 'cross'"),
         ({"semantic_sketch_min_zh": 1.5}, "semantic_sketch_min_zh"),
         ({"semantic_sketch_margin": -0.1}, "semantic_sketch_margin"),
+        ({"semantic_sketch_margin_en": -0.1}, "semantic_sketch_margin_en"),
         ({"semantic_sketch_margin_neighbours": 0}, "semantic_sketch_margin_neighbours"),
         ({"semantic_sketch_ef_search": 0}, "semantic_sketch_ef_search"),
         ({"semantic_sketch_zh_features": "pinyin"}, "semantic_sketch_zh_features"),

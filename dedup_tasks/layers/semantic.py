@@ -366,8 +366,9 @@ class SemanticLayer(Layer):
         A row's candidates are its ``semantic_sketch_neighbours`` nearest story sketches among the
         earlier rows of this batch and the kept documents of earlier batches (their sketches are in the
         store, written once when their batch ran), at cosine >= its language's floor
-        (``semantic_sketch_min_for``) and >= ``semantic_sketch_margin`` times the mean cosine of its
-        ``semantic_sketch_margin_neighbours`` nearest sketches anywhere (``neighbourhood_cosine``).
+        (``semantic_sketch_min_for``) and >= its language's margin (``semantic_sketch_margin_for``) times
+        the mean cosine of its ``semantic_sketch_margin_neighbours`` nearest sketches anywhere
+        (``neighbourhood_cosine``).
         Nothing here depends on a lexical near miss: a rewrite shares its names and content words, not
         its shingles.
 
@@ -378,11 +379,12 @@ class SemanticLayer(Layer):
 
         cfg = self.config
         k = int(cfg.semantic_sketch_neighbours)
-        m = int(cfg.semantic_sketch_margin_neighbours) if cfg.semantic_sketch_margin > 0 else 0
         doc_ids = strings_np(batch, "doc_id")
         valid = np.flatnonzero(np.abs(sketches).sum(axis=1) > 0)
         langs = strings_np(batch, "_lang")[valid] if "_lang" in batch.column_names else np.full(len(valid), None, object)
         bar = per_language(langs, cfg.semantic_sketch_min_for)[:, None]  # per searching row
+        margin = per_language(langs, cfg.semantic_sketch_margin_for)
+        m = int(cfg.semantic_sketch_margin_neighbours) if (margin > 0).any() else 0
         # Per search: each row's neighbours' cosines (-inf where none), which of them may be candidates,
         # their index into that search's doc_ids / batch_ids, and those.
         found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -402,7 +404,7 @@ class SemanticLayer(Layer):
             return np.empty(0, np.int64), np.empty(0, object), np.empty(0, object), np.empty(0)
         if m:
             around = neighbourhood_cosine(np.concatenate([f[0] for f in found], axis=1), m)
-            bar = np.maximum(bar, cfg.semantic_sketch_margin * around[:, None])
+            bar = np.where(margin[:, None] > 0, np.maximum(bar, (margin * around)[:, None]), bar)
         parts = []
         for scores, is_candidate, index, docs, batches in found:
             q, j = np.nonzero(is_candidate & (scores >= bar))
@@ -678,7 +680,11 @@ class SemanticLayer(Layer):
             self._stats["cross_one_way"] = self._stats.get("cross_one_way", 0) + int(story.one_way.sum())
             read = int(story.sentences[~story.gated].sum())
             self._stats["cross_sentence_pairs"] = self._stats.get("cross_sentence_pairs", 0) + read
-            cross_seconds += time.perf_counter() - t0
+            lang_seconds = time.perf_counter() - t0
+            cross_seconds += lang_seconds
+            # Per language too: which language's stories the confirmer's time goes to.
+            self._stats[f"cross_pairs_{lang}"] = self._stats.get(f"cross_pairs_{lang}", 0) + len(sel)
+            self._stats[f"cross_seconds_{lang}"] = round(self._stats.get(f"cross_seconds_{lang}", 0.0) + lang_seconds, 3)
         self._stats["aligned_pairs"] = int(have.sum())
         self._stats["aligned_seconds"] = round(time.perf_counter() - started, 3)
         if cross_seconds:

@@ -189,6 +189,27 @@ def test_a_candidate_must_stand_out_from_its_rows_neighbourhood(others_cosine, m
     assert np.all(scores >= 0.3)
 
 
+@pytest.mark.parametrize(
+    ("margins", "source_found"),
+    [
+        ({"semantic_sketch_margin": 1.1}, False),
+        ({"semantic_sketch_margin": 1.1, "semantic_sketch_margin_en": 0.0}, True),  # the row's language: off
+        ({"semantic_sketch_margin": 0.0, "semantic_sketch_margin_en": 1.1}, False),
+        ({"semantic_sketch_margin": 1.1, "semantic_sketch_margin_zh": 0.0}, False),  # another language's
+    ],
+)
+def test_a_language_margin_overrides_the_shared_margin(margins, source_found) -> None:
+    registry = MemoryRegistry()
+    store = store_for(registry)
+    prior = np.stack([_unit(0.5, 1)] + [_unit(0.48, 2 + i) for i in range(4)])
+    store.put(sketch_model_id(), np.array(["src", "o0", "o1", "o2", "o3"], object), np.full(5, B0, object), prior)
+    row = batch_of([OTHER], "b", hour=1)
+    assert row.column("_lang").to_pylist() == ["en"]
+    cfg = DedupConfig(semantic_sketch_min=0.3, semantic_sketch_margin_neighbours=4, **margins)
+    _, docs, _, _ = SemanticLayer(cfg).sketch_pairs(row, LayerContext(B1, cfg, registry), store, _unit(1.0, 1)[None, :])
+    assert ("src" in set(docs)) is source_found
+
+
 def test_neighbourhood_cosine_counts_missing_and_negative_neighbours_as_zero() -> None:
     cos = np.array([[0.9, 0.5, -np.inf, -np.inf], [0.6, -0.2, 0.2, 0.2]])
     assert np.allclose(neighbourhood_cosine(cos, 4), [0.35, 0.25])
@@ -322,6 +343,7 @@ def test_cross_confirmation_scores_sketch_pairs_by_the_cross_encoder_in_logits(f
     assert drop["reason"].startswith("cross-encoder logit 1.50 >= 1.40 over 2 aligned sentences (model cross-e5-")
     assert drop["reason"].endswith(f") to doc a0 of batch {B0}")
     assert out.stats.extra["cross_pairs"] >= 1 and out.stats.extra["cross_models"]["en"].startswith("cross-e5-")
+    assert out.stats.extra["cross_pairs_en"] == out.stats.extra["cross_pairs"] and out.stats.extra["cross_seconds_en"] >= 0
     assert run(1.6).drops.num_rows == 0
 
 
