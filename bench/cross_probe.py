@@ -185,16 +185,13 @@ def report(path: str, rate: float = 0.005) -> None:
         print(f"  {split} aligned-cosine gate (semantic_cross_min_cos {gate}): lowest rewrite {aligned[dup].min():.3f}, "
               f"rewrites below {int((aligned[dup] < gate).sum())}/{int(dup.sum())}, "
               f"same-topic below (never read) {int((aligned[~dup] < gate).sum())}/{int((~dup).sum())}")
-    from dedup_tasks.embed.cross_encoder import ORDER_BAND
+    from dedup_tasks.embed.cross_encoder import ORDER_BAND, pair_values
 
     for split in ("dev", "test"):
         story, cos, n = f[f"{split}_story"], f[f"{split}_cos"], len(f[f"{split}_dup"])
         for kind in ("logit", "prob_cos"):
-            one_logit, both_logit = f[f"{split}_ab"], sym_of[split]
-            if kind == "prob_cos":
-                one_logit, both_logit = (0.5 * (1.0 / (1.0 + np.exp(-x)) + cos) for x in (one_logit, both_logit))
-            one = _per_story(one_logit, story, n, "mean")
-            both = _per_story(both_logit, story, n, "mean")
+            one = _per_story(pair_values(f[f"{split}_ab"], cos, kind), story, n, "mean")
+            both = _per_story(pair_values(sym_of[split], cos, kind), story, n, "mean")
             err = np.abs(one - both)[np.isfinite(one)]
             print(f"  {split} {kind} read in one order (newer first): largest error of a story {err.max():.3f} "
                   f"(band {ORDER_BAND[kind]}: {'inside' if err.max() < ORDER_BAND[kind] else 'OUTSIDE'})")

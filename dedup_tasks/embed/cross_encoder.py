@@ -44,6 +44,12 @@ PAIR_BATCH_TOKENS = 2048
 ORDER_BAND = {"logit": 1.5, "prob_cos": 0.1}
 
 
+def pair_values(logit: np.ndarray, cos: np.ndarray, score: str) -> np.ndarray:
+    """What a story's score averages per aligned sentence pair: the logit, or for ``score="prob_cos"``
+    the mean of the pair's probability and the two sentences' cosine."""
+    return 0.5 * (1.0 / (1.0 + np.exp(-logit)) + cos) if score == "prob_cos" else logit
+
+
 class CrossEncoderError(ValueError):
     """A cross-encoder file that cannot be used; names the file."""
 
@@ -163,17 +169,16 @@ class CrossEncoder:
         second = [pairs[i][2] for i in read]
 
         def pooled(logit: np.ndarray) -> np.ndarray:
-            values = 0.5 * (1.0 / (1.0 + np.exp(-logit)) + cos[read]) if score == "prob_cos" else logit
-            return np.bincount(story[read], weights=values, minlength=n) / np.maximum(count, 1)
+            return np.bincount(story[read], weights=pair_values(logit, cos[read], score), minlength=n) / np.maximum(count, 1)
 
         logit = self.one_way(first, second)
-        both = has & ~gated
+        scored = has & ~gated
+        both = scored.copy()
         if threshold is not None:
             both &= pooled(logit) >= threshold - ORDER_BAND[score]
         again = np.flatnonzero(both[story[read]])
         if len(again):
             logit[again] = 0.5 * (logit[again] + self.one_way([second[i] for i in again], [first[i] for i in again]))
-        scored = has & ~gated
         out[scored] = pooled(logit)[scored]
         return StoryScores(out, count, gated, scored & ~both)
 

@@ -247,19 +247,16 @@ class E5Torch:
         x = rows[torch.from_numpy(inv.reshape(n, L))] + self.pos[:L][None] + self.type
         x = F.layer_norm(x, (H,), *self.eln, eps=self.eps)
         attn_mask = mask[:, None, None, :]
-        if frozen is not None:
-            for (qkv, ao, fi, fo), (_q, _a, aln, _f, _o, oln) in zip(frozen, self.encoder, strict=True):
-                q, k, v = qkv(x.to(torch.bfloat16)).view(n, L, 3, NH, H // NH).permute(2, 0, 3, 1, 4)
+        # The frozen copies' arithmetic is autocast's (bf16 matmuls, attention and GELU; fp32 residuals
+        # and norms), so both run one loop: autocast casts the weights, or the copies already are bf16.
+        linears = frozen or [(qkv, ao, fi, fo) for qkv, ao, _aln, fi, fo, _oln in self.encoder]
+        to_matmul = (lambda t: t.to(torch.bfloat16)) if frozen else (lambda t: t)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16 and not frozen):
+            for (qkv, ao, fi, fo), (_q, _a, aln, _f, _o, oln) in zip(linears, self.encoder, strict=True):
+                q, k, v = qkv(to_matmul(x)).view(n, L, 3, NH, H // NH).permute(2, 0, 3, 1, 4)
                 ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask).transpose(1, 2).reshape(n, L, H)
-                x = aln(x + ao(ctx).float())
-                x = oln(x + fo(F.gelu(fi(x.to(torch.bfloat16)))).float())
-        else:
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
-                for qkv, ao, aln, fi, fo, oln in self.encoder:
-                    q, k, v = qkv(x).view(n, L, 3, NH, H // NH).permute(2, 0, 3, 1, 4)
-                    ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask).transpose(1, 2).reshape(n, L, H)
-                    x = aln(x + ao(ctx)).float()
-                    x = oln(x + fo(F.gelu(fi(x)))).float()
+                x = aln(x + ao(ctx).float()).float()
+                x = oln(x + fo(F.gelu(fi(to_matmul(x)))).float()).float()
         m = mask[..., None].float()
         pooled = (x * m).sum(1) / m.sum(1)
         return F.normalize(pooled, dim=1)

@@ -227,7 +227,7 @@ class SemanticLayer(Layer):
             embedder = self._embedder()
             started = time.perf_counter()
             new = embedder.encode([t for t in texts if t is not None])
-            self._stats["embed_seconds"] = round(self._stats.get("embed_seconds", 0.0) + time.perf_counter() - started, 3)
+            self._tally({"embed_seconds": time.perf_counter() - started})
             self._stats["embedded"] += len(todo)
             store.put(model_id, doc_ids[todo], batch_ids[todo], new)
             dim = new.shape[1]
@@ -622,6 +622,13 @@ class SemanticLayer(Layer):
                 confirmed.kind[at])
         return drops
 
+    def _tally(self, amounts: dict[str, float]) -> None:
+        """Adds to this run's running totals (an hour embeds and confirms in several calls); seconds are
+        kept to the millisecond."""
+        for key, amount in amounts.items():
+            total = self._stats.get(key, 0) + amount
+            self._stats[key] = round(total, 3) if isinstance(total, float) else total
+
     def _aligned(
         self, batch: pa.Table, ctx: LayerContext, cos: np.ndarray, aligned: np.ndarray, sus_row: np.ndarray,
         cand_row: np.ndarray, in_batch: np.ndarray, cand_doc: np.ndarray, cand_batch: np.ndarray,
@@ -675,16 +682,14 @@ class SemanticLayer(Layer):
             out.sentences[at] = story.sentences
             out.model_id[at] = model.model_id
             self._stats.setdefault("cross_models", {})[lang] = model.model_id
-            self._stats["cross_pairs"] = self._stats.get("cross_pairs", 0) + len(sel)
-            self._stats["cross_gated"] = self._stats.get("cross_gated", 0) + int(story.gated.sum())
-            self._stats["cross_one_way"] = self._stats.get("cross_one_way", 0) + int(story.one_way.sum())
-            read = int(story.sentences[~story.gated].sum())
-            self._stats["cross_sentence_pairs"] = self._stats.get("cross_sentence_pairs", 0) + read
             lang_seconds = time.perf_counter() - t0
             cross_seconds += lang_seconds
-            # Per language too: which language's stories the confirmer's time goes to.
-            self._stats[f"cross_pairs_{lang}"] = self._stats.get(f"cross_pairs_{lang}", 0) + len(sel)
-            self._stats[f"cross_seconds_{lang}"] = round(self._stats.get(f"cross_seconds_{lang}", 0.0) + lang_seconds, 3)
+            self._tally({
+                "cross_pairs": len(sel), "cross_gated": int(story.gated.sum()), "cross_one_way": int(story.one_way.sum()),
+                "cross_sentence_pairs": int(story.sentences[~story.gated].sum()),
+                # Per language too: which language's stories the confirmer's time goes to.
+                f"cross_pairs_{lang}": len(sel), f"cross_seconds_{lang}": lang_seconds,
+            })
         self._stats["aligned_pairs"] = int(have.sum())
         self._stats["aligned_seconds"] = round(time.perf_counter() - started, 3)
         if cross_seconds:
