@@ -42,6 +42,9 @@ PAIR_BATCH_TOKENS = 2048
 # logit: 0.84; zh, prob_cos: 0.041; docs/semantic.md, session 20). ``bench.cross_probe`` prints that
 # error for a newly trained model.
 ORDER_BAND = {"logit": 1.5, "prob_cos": 0.1}
+# Given a threshold, a story's first order is read in rounds of this many sentences, lowest aligned
+# cosine first; after each round a story that cannot reach its one-order cut stops (``story_scores``).
+READ_ROUND = 3
 
 
 def pair_values(logit: np.ndarray, cos: np.ndarray, score: str) -> np.ndarray:
@@ -73,6 +76,11 @@ class StoryScores:
     gated: np.ndarray
     # Stories read in one order only: their score is that order's, far below the threshold.
     one_way: np.ndarray
+    # One-order stories that stopped before their last sentence: their score is the most the full
+    # order could have given (its ceiling), still below the cut.
+    partial: np.ndarray
+    # Sentence pairs the cross-encoder read per story, counting each order.
+    reads: np.ndarray
 
 
 class CrossEncoder:
@@ -151,14 +159,20 @@ class CrossEncoder:
           and only a story that scores within ``ORDER_BAND[score]`` of the threshold or above it is
           read the other way round too. The rest keep their one-way score, marked ``one_way``: below
           the threshold by more than the two orders ever differ on the dev stories (docs/semantic.md,
-          session 20), so their decision is the one both orders give, for half the reading."""
+          session 20), so their decision is the one both orders give, for half the reading;
+        * that first order is read in rounds of ``READ_ROUND`` sentences, lowest aligned cosine first.
+          After each round a story's ceiling is what it has read plus the most each unread sentence
+          can add (``pair_ceilings``); a story whose ceiling is below the one-order cut stops, marked
+          ``partial`` and scored at that ceiling: no sentence left could have brought it to the cut,
+          so its decision is the one reading it whole gives."""
         if score not in CROSS_SCORES:
             raise ValueError(f"score must be one of {CROSS_SCORES}, got {score!r}")
         n = len(newer)
         pairs = aligned_pairs(embed, newer, earlier)
         out = np.full(n, -np.inf)
+        none = np.zeros(n, bool)
         if not pairs:
-            return StoryScores(out, np.zeros(n, np.int64), np.zeros(n, bool), np.zeros(n, bool))
+            return StoryScores(out, np.zeros(n, np.int64), none, none, none, np.zeros(n, np.int64))
         story = np.array([p[0] for p in pairs], np.int64)
         cos = np.array([p[3] for p in pairs], float)
         count = np.bincount(story, minlength=n)
@@ -167,20 +181,54 @@ class CrossEncoder:
         read = np.flatnonzero(~gated[story])
         first = [pairs[i][1] for i in read]
         second = [pairs[i][2] for i in read]
-
-        def pooled(logit: np.ndarray) -> np.ndarray:
-            return np.bincount(story[read], weights=pair_values(logit, cos[read], score), minlength=n) / np.maximum(count, 1)
-
-        logit = self.one_way(first, second)
         scored = has & ~gated
-        both = scored.copy()
-        if threshold is not None:
-            both &= pooled(logit) >= threshold - ORDER_BAND[score]
-        again = np.flatnonzero(both[story[read]])
+
+        def pooled(values: np.ndarray) -> np.ndarray:
+            return np.bincount(story[read], weights=values, minlength=n) / np.maximum(count, 1)
+
+        logit = np.full(len(read), np.nan)
+        # The first order: all at once without a threshold, else in rounds, each story's lowest
+        # cosines first (a story of other news shows it soonest there).
+        cut = -np.inf if threshold is None else threshold - ORDER_BAND[score]
+        rank = _rank_within(story[read], cos[read]) // READ_ROUND if threshold is not None else np.zeros(len(read), np.int64)
+        ceilings = self.pair_ceilings(cos[read], score)
+        going = scored.copy()
+        for r in range(int(rank.max()) + 1 if len(read) else 0):
+            now = np.flatnonzero(going[story[read]] & (rank == r))
+            logit[now] = self.one_way([first[i] for i in now], [second[i] for i in now])
+            known = ~np.isnan(logit)
+            ceiling = pooled(np.where(known, pair_values(np.where(known, logit, 0.0), cos[read], score), ceilings))
+            going &= ceiling >= cut
+        # A story still going has read its whole first order, and scores within the band of the
+        # threshold or above: it is read the other way round too.
+        again = np.flatnonzero(going[story[read]])
         if len(again):
             logit[again] = 0.5 * (logit[again] + self.one_way([second[i] for i in again], [first[i] for i in again]))
-        out[scored] = pooled(logit)[scored]
-        return StoryScores(out, count, gated, scored & ~both)
+        known = ~np.isnan(logit)
+        partial = scored & (np.bincount(story[read], weights=(~known).astype(float), minlength=n) > 0)
+        values = np.where(known, pair_values(np.where(known, logit, 0.0), cos[read], score), ceilings)
+        out[scored] = pooled(values)[scored]
+        reads = np.bincount(story[read], weights=known.astype(float), minlength=n) + np.bincount(story[read][again], minlength=n)
+        return StoryScores(out, count, gated, scored & ~going, partial, reads.astype(np.int64))
+
+    def pair_ceilings(self, cos: np.ndarray, score: str) -> np.ndarray:
+        """The most each aligned pair can add to a story's pooled score, before it is read: a
+        probability is at most 1, so ``prob_cos`` at most (1 + cosine) / 2; the linear head on an
+        L2-normalized vector at most ``POOLED_SCALE * |w| + b`` (a hair above: bf16 arithmetic)."""
+        if score == "prob_cos":
+            return 0.5 * (1.0 + cos)
+        weight, bias = self._head.weight.detach(), self._head.bias.detach()
+        top = POOLED_SCALE * float(weight.norm()) + float(bias.sum())
+        return np.full(len(cos), top + 1e-3 * abs(top) + 1e-3)
+
+def _rank_within(group: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Each element's rank by ``key`` (ascending, ties by position) among the elements of its group."""
+    order = np.lexsort((np.arange(len(key)), key, group))
+    rank = np.empty(len(key), np.int64)
+    starts = np.r_[0, np.flatnonzero(np.diff(group[order])) + 1]
+    sizes = np.diff(np.r_[starts, len(order)])
+    rank[order] = np.arange(len(order)) - np.repeat(starts, sizes)
+    return rank
 
 
 _CACHE: dict[tuple, CrossEncoder] = {}

@@ -686,7 +686,8 @@ class SemanticLayer(Layer):
             cross_seconds += lang_seconds
             self._tally({
                 "cross_pairs": len(sel), "cross_gated": int(story.gated.sum()), "cross_one_way": int(story.one_way.sum()),
-                "cross_sentence_pairs": int(story.sentences[~story.gated].sum()),
+                "cross_partial": int(story.partial.sum()),
+                "cross_sentence_pairs": int(story.sentences[~story.gated].sum()), "cross_reads": int(story.reads.sum()),
                 # Per language too: which language's stories the confirmer's time goes to.
                 f"cross_pairs_{lang}": len(sel), f"cross_seconds_{lang}": lang_seconds,
             })

@@ -74,6 +74,50 @@ def test_a_story_far_below_the_threshold_is_read_in_one_order_only(files) -> Non
     assert model.story_scores(embed, [REWRITE], [STORY]).score[0] == pytest.approx(both, abs=1e-4)  # no threshold
 
 
+LONG = " ".join(f"Sentence {w} of the Northwind strike report mentions {n} workers." for w, n in zip(
+    ("one", "two", "three", "four", "five", "six", "seven", "eight"), (12, 40, 7, 93, 18, 55, 61, 24), strict=True))
+LONG_REWRITE = " ".join(f"The report's {w} line counts {n} striking staff at Northwind." for w, n in zip(
+    ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"), (12, 40, 7, 93, 18, 55, 61, 24), strict=True))
+
+
+def test_a_story_that_cannot_reach_the_cut_stops_after_its_first_round(files) -> None:
+    from dedup_tasks.embed.cross_encoder import ORDER_BAND, READ_ROUND
+
+    model, embed = CrossEncoder(files["flat"]), FakeEmbedder().encode  # every pair: logit 1.5
+    whole = model.story_scores(embed, [LONG_REWRITE], [LONG])
+    assert whole.sentences.tolist() == [8] and whole.reads.tolist() == [16]  # both orders, no threshold
+    stopped = model.story_scores(embed, [LONG_REWRITE], [LONG], threshold=1.5 + ORDER_BAND["logit"] + 0.5)
+    assert stopped.reads.tolist() == [READ_ROUND] and stopped.partial.tolist() == [True]
+    assert stopped.one_way.tolist() == [True]
+    # Scored at its ceiling: at least the score, below the threshold.
+    assert 1.5 <= stopped.score[0] < 1.51
+    near = model.story_scores(embed, [LONG_REWRITE], [LONG], threshold=1.5 + ORDER_BAND["logit"] - 0.1)
+    assert near.reads.tolist() == [16] and not near.partial.any() and near.score[0] == pytest.approx(1.5, abs=1e-5)
+
+
+def test_reading_in_rounds_changes_no_decision_and_reads_less(files, monkeypatch) -> None:
+    from dedup_tasks.embed import cross_encoder
+
+    model, embed = CrossEncoder(files["random"]), FakeEmbedder().encode
+    newer = [LONG_REWRITE, LONG, REWRITE, LONG_REWRITE, STORY + " " + LONG_REWRITE]
+    earlier = [LONG, LONG, STORY, STORY, LONG]
+    logits = model.one_way([LONG_REWRITE[:60], REWRITE], [LONG[:60], STORY])
+    assert (np.abs(logits) <= model.pair_ceilings(np.zeros(2), "logit")).all()
+    stopped_any = False
+    for threshold in (0.5, 0.6, 0.7, 0.8, 0.9):
+        rounds = model.story_scores(embed, newer, earlier, "prob_cos", threshold=threshold)
+        monkeypatch.setattr(cross_encoder, "READ_ROUND", 100)
+        whole = model.story_scores(embed, newer, earlier, "prob_cos", threshold=threshold)
+        monkeypatch.setattr(cross_encoder, "READ_ROUND", 3)
+        assert ((rounds.score >= threshold) == (whole.score >= threshold)).all()
+        assert (rounds.score >= whole.score - 1e-5).all()  # a stopped story's ceiling is never below its score
+        assert (rounds.score[~rounds.partial] == pytest.approx(whole.score[~rounds.partial], abs=1e-5))  # batches: bf16 noise
+        assert rounds.reads.sum() <= whole.reads.sum()
+        stopped_any |= bool(rounds.partial.any())
+        assert (rounds.reads[rounds.partial] < whole.reads[rounds.partial]).all()
+    assert stopped_any  # some threshold let a story stop early: the test saw the rounds work
+
+
 def test_logits_read_both_orders_and_differ_by_pair(files) -> None:
     model = CrossEncoder(files["random"])
     a = ["The company cut its forecast.", "Shares fell 14 percent."]

@@ -391,9 +391,13 @@ def test_a_pair_whose_aligned_cosine_is_below_the_gate_is_never_read_by_the_cros
     below = run(mean_cos + 1e-4)  # a model that passes anything is not asked
     assert below.drops.num_rows == 0
     assert below.stats.extra["cross_gated"] >= 1 and below.stats.extra["cross_sentence_pairs"] == 0
+    assert below.stats.extra["cross_reads"] == 0
     at = run(mean_cos - 1e-4)
     assert [(r["doc_id"], r["matched_doc_id"]) for r in at.drops.to_pylist()] == [("a2", "a0")]
     assert at.stats.extra["cross_gated"] == 0 and at.stats.extra["cross_sentence_pairs"] >= 2
+    # A story above its threshold is read whole, both ways round.
+    assert at.stats.extra["cross_reads"] == 2 * at.stats.extra["cross_sentence_pairs"]
+    assert at.stats.extra["cross_partial"] == 0
     assert config(semantic_cross_min_cos_zh=0.9).semantic_cross_min_cos_for("zh") == 0.9
     assert config(semantic_cross_min_cos_zh=0.9).semantic_cross_min_cos_for("en") == DedupConfig().semantic_cross_min_cos
     with pytest.raises(ConfigError, match="semantic_cross_min_cos"):
