@@ -24,6 +24,14 @@ Deliberately stricter than the system's verifier: this decides only which docume
 stops calling distinct originals; they are scored on their own (``bench.score``), not as copies a
 system must find.
 
+A rewording passes none of these tests, so the corpora's rewritten stories (a wire story filed again
+in other words, a correction, one deal told by buyer and seller) stay originals. Those a reader
+judged are listed in ``reviewed_copies.csv`` (``reviewed_same_story``): pairs of corpus article ids,
+each with the reader's verdict and why. A pair judged ``same_story`` makes the later of the two a
+corpus copy as well; a pair judged ``distinct`` stays two originals (the file keeps it so that the
+verdict is not asked again). The list holds what L4 dropped on the ``hours3`` crawl that the
+generator called distinct (docs/semantic.md, session 22); stories no system paired were never read.
+
 Candidates come from a 1-in-8 sample of each text's character 12-gram hashes (a deterministic
 polynomial hash of the code points, numpy throughout; space-free 5-grams of English are too common
 to pair texts by), paired through the samples they share; every candidate is then checked exactly
@@ -32,9 +40,12 @@ on its full 5-gram sets.
 
 from __future__ import annotations
 
+import csv
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -52,6 +63,8 @@ MIN_CHARS = 40  # below this a text is a flash, and shared wording says nothing
 _NUMBER = re.compile(r"\d+")
 _NAME = re.compile(r"[A-Z][A-Za-z]{2,}")
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+REVIEWED = Path(__file__).with_name("reviewed_copies.csv")
+VERDICTS = ("same_story", "distinct")
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,25 @@ class CorpusCopy:
     covers_later: float  # share of the later's 5-grams in the earlier
     covers_earlier: float
     jaccard: float
+
+
+def reviewed_pairs(path: Path = REVIEWED) -> dict[frozenset[str], tuple[str, str]]:
+    """Every reviewed pair of corpus articles (unordered) -> (verdict, why); a bad row is refused by
+    its line number."""
+    out: dict[frozenset[str], tuple[str, str]] = {}
+    with path.open(encoding="utf-8", newline="") as fh:
+        for line, row in enumerate(csv.DictReader(fh), start=2):
+            pair = frozenset((row.get("later_article") or "", row.get("earlier_article") or ""))
+            if "" in pair or len(pair) != 2 or row.get("verdict") not in VERDICTS:
+                raise ValueError(f"{path}:{line}: expected two article ids and a verdict in {VERDICTS}, got {row}")
+            out[pair] = (row["verdict"], row.get("why") or "")
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def reviewed_same_story() -> dict[frozenset[str], str]:
+    """The reviewed pairs judged the same story -> why (``reviewed_copies.csv``)."""
+    return {pair: why for pair, (verdict, why) in reviewed_pairs().items() if verdict == "same_story"}
 
 
 def gram_hashes(text: str, n: int = CHAR_GRAM) -> np.ndarray:

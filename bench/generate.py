@@ -36,8 +36,10 @@ url_update           no (keep)   an earlier page's URL (exact or with noise) wit
 list_page            no (keep)   the next page of a multi-page list article: same site, template and
                                  intro, other names and amounts in every entry
 corpus_copy          unjudged    not planted: an original that retells an earlier original's or
-                                 template page's story (bench.corpus_copies), labelled after the last
-                                 hour; bench.score leaves it out of every rate and reports it apart
+                                 template page's story (bench.corpus_copies), or an original or
+                                 template page whose article a reader judged the same story as an
+                                 earlier document's (bench/reviewed_copies.csv), labelled after the
+                                 last hour; bench.score leaves it out of every rate and reports it apart
 ===================  ==========  ======================================================================
 
 Truth columns (``TRUTH_SCHEMA``): ``doc_id``; ``batch_id`` ("YYYY-MM-DDTHH", the partition's hour);
@@ -51,7 +53,9 @@ the source: 1.0 for url_repeat and exact_copy, the measured
 value for near_copy and corpus_dup, the value vs the earlier version for url_update and the
 previous page for list_page, null otherwise); ``true_jaccard_words`` (the same with the earlier
 reference shingling, word 3-grams for English, ``bench.corpus.doc_shingles``); ``is_duplicate`` (url_repeat, exact_copy, near_copy, corpus_dup); ``must_keep``
-(template_distinct, short_distinct, url_update).
+(template_distinct, short_distinct, url_update); ``article_id`` (the corpus article whose text the
+doc carries: its own for original, template_distinct, corpus_dup, url_update and corpus_copy, its
+source's for url_repeat, exact_copy and near_copy, null for short_distinct and list_page).
 
 A duplicate's cluster is its original's doc_id; a named source may be the original or an identical
 copy of it (url_repeat / exact_copy), so a system matching either is right about provenance. Near
@@ -94,7 +98,7 @@ from bench.corpus import (
     render_body,
     resolve_data_dir,
 )
-from bench.corpus_copies import find_corpus_copies, lede, story_text
+from bench.corpus_copies import find_corpus_copies, lede, reviewed_same_story, story_text
 from bench.evaldata import eval_data_dir
 from bench.similarity import char_shingles
 
@@ -116,10 +120,14 @@ MUST_KEEP_KINDS = frozenset({"template_distinct", "short_distinct", "url_update"
 # original or template page already told (bench.corpus_copies). Neither a copy a system must find nor
 # a document it must keep: bench.score reports them apart.
 LABELLED_KINDS = ("corpus_copy",)
+# Kinds whose text is a corpus article of their own, so a reviewed pair of articles can name them.
+_REVIEWED_KINDS = ("original", "template_distinct", "url_update", "corpus_copy")
 NEAR_BANDS: tuple[tuple[float, float], ...] = ((0.5, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.0))
 # Bumped whenever the same arguments give other documents or labels: bench caches crawls by it.
 # 3: originals that retell an earlier story are labelled corpus_copy (same documents as 2).
-GENERATOR_VERSION = 3
+# 4: truth names each document's corpus article (article_id), and originals a reader judged to retell an
+#    earlier story (bench/reviewed_copies.csv) are labelled corpus_copy too (same documents as 3).
+GENERATOR_VERSION = 4
 TYPO_RATE = (0.003, 0.025)  # share of characters a "typos" edit gets wrong
 # Harsher edits than a crawl's usual copies, for a robustness check that no threshold is read on
 # (`python -m bench quality --edits harsh`): two to four edits per near copy, typos at 1-5% of
@@ -152,6 +160,7 @@ TRUTH_SCHEMA = pa.schema(
         pa.field("true_jaccard_words", pa.float64()),
         pa.field("is_duplicate", pa.bool_(), nullable=False),
         pa.field("must_keep", pa.bool_(), nullable=False),
+        pa.field("article_id", pa.string()),
     ]
 )
 HOUR_US = 3_600_000_000
@@ -689,6 +698,9 @@ class _Doc:
     edits: tuple[str, ...] = ()
     true_jaccard: float | None = None
     true_jaccard_words: float | None = None
+    # The corpus article whose text the doc carries (original, template page, natural duplicate,
+    # update); copies carry their origin's (``_truth_table``).
+    article_id: str | None = None
     # Generation state, not written: the original whose content this doc carries (itself for an
     # original), its layout, the site object, and the source's key in the exact-key registry.
     layout: _Layout | None = None
@@ -1076,7 +1088,7 @@ class _Generator:
             doc = _Doc(
                 doc_id=doc_id, hour=hour, t_us=base_us + rng.randrange(HOUR_US), url=url or self._new_url(site, hour_start, title),
                 site=site.host, lang=lang, title=title, content=content, kind="original", cluster_id=doc_id,
-                layout=layout, site_obj=site, key=key,
+                layout=layout, site_obj=site, key=key, article_id=article.id,
             )  # fmt: skip
             doc.origin = doc
             doc.variants = list(self.corpus.variants.get(article.id, ()))
@@ -1109,7 +1121,7 @@ class _Generator:
         doc = _Doc(
             doc_id=doc_id, hour=hour, t_us=t_us, url=self._new_url(site, hour_start, article.title), site=site.host,
             lang=lang, title=title, content=content, kind="template_distinct", cluster_id=doc_id, layout=layout, site_obj=site,
-            key=key,
+            key=key, article_id=article.id,
         )  # fmt: skip
         self._register(doc)
         return doc
@@ -1267,7 +1279,7 @@ class _Generator:
             doc_id=self._new_id(), hour=hour, t_us=self._after(src, hour, base_us),
             url=url or self._new_url(site, hour_start, title), site=(urlsplit(url).hostname or "") if url else site.host,
             lang=src.lang, title=title, content=content, kind="corpus_dup", cluster_id=src.cluster_id,
-            source_doc_id=src.doc_id, edits=(f"natural:{article.id}",), key=key,
+            source_doc_id=src.doc_id, edits=(f"natural:{article.id}",), key=key, article_id=article.id,
         )  # fmt: skip
         doc.true_jaccard = round(jaccard(self._char_shingles(src), char_shingles(doc.title, doc.content)), 6)
         doc.true_jaccard_words = round(jaccard(self._shingles(src), self._shingles(doc)), 6)
@@ -1355,6 +1367,7 @@ class _Generator:
             doc = _Doc(
                 doc_id=self._new_id(), hour=hour, t_us=self._after(src, hour, base_us), url=src.url, site=src.site,
                 lang=src.lang, title=title, content=content, kind="url_update", source_doc_id=src.doc_id, key=key,
+                article_id=fresh.id,
             )  # fmt: skip
             j = jaccard(src_shingles, self._shingles(doc))
             if j >= 0.5 or jaccard(self._char_shingles(src), char_shingles(title, content)) >= 0.5:
@@ -1412,7 +1425,9 @@ class _Generator:
 
     def label_corpus_copies(self) -> None:
         """Relabel originals that retell an earlier original's or template page's story as
-        ``corpus_copy`` of it (``bench.corpus_copies``): same documents, other truth."""
+        ``corpus_copy`` of it (``bench.corpus_copies``), and originals and template pages whose
+        article a reader judged the same story as an earlier document's (``reviewed_same_story``):
+        same documents, other truth."""
         pool = sorted(
             (d for d in self.docs if d.kind in ("original", "template_distinct") and d.layout is not None),
             key=lambda d: (d.t_us, d.doc_id),
@@ -1424,13 +1439,31 @@ class _Generator:
         texts = [story_text(t, render_body(d.lang, b)) for t, d, b in zip(titles, pool, bodies, strict=True)]
         ledes = [lede(b[0][0] if b and b[0] else "") for b in bodies]
         copies = find_corpus_copies(texts, range(len(pool)), [d.kind == "original" for d in pool], ledes)
+        relabels = [
+            (pool[c.later], pool[c.earlier], f"corpus_twin:covers {c.covers_later:.2f} of later / {c.covers_earlier:.2f} of earlier")
+            for c in copies
+        ]
+        # Reviewed pairs are unordered: whichever of the two this crawl hands out later is the copy.
+        # An update's fresh article may be the earlier telling; only an original or a template page
+        # is relabelled.
+        by_article = {d.article_id: d for d in self.docs if d.article_id and d.kind in _REVIEWED_KINDS}
+        for pair, why in reviewed_same_story().items():
+            docs = [by_article.get(a) for a in sorted(pair)]
+            if None not in docs:
+                earlier, later = sorted(docs, key=lambda d: (d.t_us, d.doc_id))  # type: ignore[union-attr]
+                if later.kind in ("original", "template_distinct"):
+                    relabels.append((later, earlier, f"corpus_twin:reviewed: {why}"))
         renamed: dict[str, str] = {}
-        for c in copies:  # in crawl order of the later one, so an earlier copy's cluster is final
-            later, earlier = pool[c.later], pool[c.earlier]
+        done: set[str] = set()
+        # In crawl order of the later one, so an earlier copy's cluster is final.
+        for later, earlier, edit in sorted(relabels, key=lambda r: (r[0].t_us, r[0].doc_id, r[2])):
+            if later.doc_id in done:
+                continue
+            done.add(later.doc_id)
             cluster = renamed.get(earlier.cluster_id, earlier.cluster_id)
             renamed[later.cluster_id] = cluster
             later.kind, later.source_doc_id, later.cluster_id = "corpus_copy", earlier.doc_id, cluster
-            later.edits = (f"corpus_twin:covers {c.covers_later:.2f} of later / {c.covers_earlier:.2f} of earlier",)
+            later.edits = (edit,)
             later.true_jaccard = round(
                 jaccard(char_shingles(earlier.title, earlier.content), char_shingles(later.title, later.content)), 6
             )
@@ -1439,7 +1472,7 @@ class _Generator:
             )
         for d in self.docs:  # copies made of a relabelled original join its new cluster
             d.cluster_id = renamed.get(d.cluster_id, d.cluster_id)
-        self.corpus_copies = len(copies)
+        self.corpus_copies = len(done)
 
     @staticmethod
     def _require(doc: _Doc | None, kind: str) -> None:
@@ -1484,6 +1517,7 @@ def _truth_table(docs: Sequence[_Doc], batch_ids: Sequence[str]) -> pa.Table:
             "true_jaccard_words": [d.true_jaccard_words for d in docs],
             "is_duplicate": [d.kind in DUPLICATE_KINDS for d in docs],
             "must_keep": [d.kind in MUST_KEEP_KINDS for d in docs],
+            "article_id": [d.article_id or (d.origin.article_id if d.origin is not None else None) for d in docs],
         },
         schema=TRUTH_SCHEMA,
     )

@@ -82,21 +82,37 @@ def run(
     without.loc[l4, "action"] = "keep"
     with_l4, base = score(dec, truth), score(without, truth)
 
-    # L4's own drops by language and truth kind.
+    # L4's own drops by language and truth kind. A corpus copy is unjudged (bench.score): neither a
+    # true nor a false drop. A false drop whose two articles a reader judged distinct
+    # (bench/reviewed_copies.csv) is "reviewed"; the rest were never read by one.
+    from bench.corpus_copies import reviewed_pairs
+    from bench.score import UNJUDGED_KINDS
+
     t = truth.set_index(truth["doc_id"].astype(str))
     drops = dec[l4].copy()
     drops["doc_id"] = drops["doc_id"].astype(str)
     drops = drops.join(t[["lang", "kind", "is_duplicate"]], on="doc_id")
-    non_dup = truth[~truth["is_duplicate"].astype(bool)].groupby("lang").size()
+    reviewed = reviewed_pairs()
+    if "article_id" in t.columns:
+        pairs = zip(t["article_id"].reindex(drops["doc_id"]), t["article_id"].reindex(drops["matched_doc_id"].astype(str)), strict=True)
+        drops["verdict"] = [reviewed.get(frozenset((a, b)), (None,))[0] if a and b else None for a, b in pairs]
+    else:
+        drops["verdict"] = None
+    non_dup = truth[~truth["is_duplicate"].astype(bool) & ~truth["kind"].isin(UNJUDGED_KINDS)].groupby("lang").size()
     by_lang = {}
     for lang, g in drops.groupby("lang"):
-        fp = int((~g["is_duplicate"].astype(bool)).sum())
+        judged = g[~g["kind"].isin(UNJUDGED_KINDS)]
+        false = judged[~judged["is_duplicate"].astype(bool)]
+        fp = len(false)
         by_lang[str(lang)] = {
             "drops": len(g),
-            "true_duplicates": int(g["is_duplicate"].astype(bool).sum()),
+            "true_duplicates": int(judged["is_duplicate"].astype(bool).sum()),
+            "corpus_copies": len(g) - len(judged),
             "false_drops": fp,
+            "false_drops_reviewed_distinct": int((false["verdict"] == "distinct").sum()),
+            "precision": (len(judged) - fp) / len(judged) if len(judged) else None,
             "false_drop_rate": fp / int(non_dup.get(lang, 1)),
-            "false_drops_by_kind": g[~g["is_duplicate"].astype(bool)]["kind"].value_counts().to_dict(),
+            "false_drops_by_kind": false["kind"].value_counts().to_dict(),
             **{f"{kind}_min": (float(v.min()) if len(v) else None)
                for kind, v in (("cosine", g.loc[~g["score_kind"].isin(CROSS_SCORE_KINDS), "score"]),
                                *((k, g.loc[g["score_kind"] == k, "score"]) for k in CROSS_SCORE_KINDS))},

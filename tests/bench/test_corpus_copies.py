@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from bench.corpus_copies import find_corpus_copies, gram_hashes, lede, story_text
+from bench.corpus_copies import (
+    find_corpus_copies,
+    gram_hashes,
+    lede,
+    reviewed_pairs,
+    reviewed_same_story,
+    story_text,
+)
 
 STORY = (
     "Ferruzzi Finanziaria said it would raise its stake in the sugar group to 51 pct by buying shares "
@@ -47,3 +54,29 @@ def test_gram_hashes_are_deterministic_and_positional() -> None:
     h = gram_hashes("abcdefabcde")
     assert len(h) == 7 and h[0] == h[6] and len(set(h.tolist())) == 6
     assert (gram_hashes("abcdefabcde") == h).all()
+
+
+def test_reviewed_pairs_are_unordered_and_a_bad_row_is_refused_by_its_line(tmp_path) -> None:
+    import pytest
+
+    path = tmp_path / "reviewed.csv"
+    path.write_text(
+        "later_article,earlier_article,verdict,why,found\n"
+        "reuters-2,reuters-1,same_story,a correction,test\n"
+        "reuters-3,reuters-1,distinct,another company,test\n",
+        encoding="utf-8",
+    )
+    pairs = reviewed_pairs(path)
+    assert pairs[frozenset(("reuters-1", "reuters-2"))] == ("same_story", "a correction")
+    assert pairs[frozenset(("reuters-1", "reuters-3"))] == ("distinct", "another company")
+    path.write_text(path.read_text(encoding="utf-8") + "reuters-4,reuters-4,same_story,itself,test\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"reviewed.csv:4: expected two article ids"):
+        reviewed_pairs(path)
+
+
+def test_the_shipped_review_holds_both_verdicts_with_a_reason_each() -> None:
+    pairs = reviewed_pairs()
+    verdicts = [v for v, _ in pairs.values()]
+    assert verdicts.count("same_story") > 0 and verdicts.count("distinct") > 0
+    assert all(why for _, why in pairs.values())
+    assert set(reviewed_same_story()) == {p for p, (v, _) in pairs.items() if v == "same_story"}

@@ -259,6 +259,35 @@ def test_no_hidden_duplicates_among_non_duplicates(frame: pd.DataFrame) -> None:
 # --- determinism and CLI --------------------------------------------------------------------------
 
 
+def test_every_document_names_its_corpus_article(frame: pd.DataFrame) -> None:
+    own = frame[frame["kind"].isin(["original", "template_distinct", "corpus_dup", "url_update"])]
+    assert own["article_id"].notna().all() and own["article_id"].is_unique  # an article is handed out once
+    copies = frame[frame["kind"].isin(["url_repeat", "exact_copy", "near_copy"])]
+    assert len(copies) and (copies["article_id"].values == frame.loc[copies["source_doc_id"], "article_id"].values).all()
+    assert frame.loc[frame["kind"].isin(["short_distinct", "list_page"]), "article_id"].isna().all()
+
+
+def test_a_pair_of_articles_a_reader_judged_one_story_makes_the_later_a_corpus_copy(
+    mini_data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bench.generate
+
+    before = generate_crawl(tmp_path / "before", 120, hours=2, seed=3, data_dir=mini_data_dir).truth()
+    originals = before[before["kind"] == "original"].sort_values("hour")
+    earlier, later = originals.iloc[0], originals.iloc[-1]
+    assert earlier["hour"] < later["hour"]
+    # The pair is unordered: the file may name the later article first or second.
+    monkeypatch.setattr(bench.generate, "reviewed_same_story", lambda: {frozenset((later["article_id"], earlier["article_id"])): "one deal"})
+    after = generate_crawl(tmp_path / "after", 120, hours=2, seed=3, data_dir=mini_data_dir).truth().set_index("doc_id")
+    copy = after.loc[later["doc_id"]]
+    assert copy["kind"] == "corpus_copy" and copy["source_doc_id"] == earlier["doc_id"]
+    assert copy["cluster_id"] == earlier["cluster_id"] and list(copy["edits"]) == ["corpus_twin:reviewed: one deal"]
+    assert not copy["is_duplicate"] and not copy["must_keep"]  # unjudged: bench.score reports it apart
+    assert after.loc[earlier["doc_id"], "kind"] == "original"
+    changed = after.index[after["kind"] != before.set_index("doc_id")["kind"]].tolist()
+    assert changed == [later["doc_id"]]  # the same documents; one label moved
+
+
 def test_same_seed_same_bytes(mini_data_dir: Path, tmp_path: Path) -> None:
     a = generate_crawl(tmp_path / "a", 120, hours=2, seed=3, data_dir=mini_data_dir)
     b = generate_crawl(tmp_path / "b", 120, hours=2, seed=3, data_dir=mini_data_dir)
