@@ -9,7 +9,8 @@ names the file (config ``semantic_cross_encoder_<lang>``). Nothing is downloaded
 
 A story pair (newer, earlier) is scored as in ``embed.aligned``: each newer sentence is aligned to its
 nearest earlier sentence by the layer's embedder, each aligned pair is scored both ways round (one
-way only where the story is far below its threshold: ``story_scores``), and the story's score is
+way only where the story is far below its threshold, and only as many sentences as it takes to see
+that it cannot reach it: ``story_scores``), and the story's score is
 the mean logit over its newer sentences (docs/semantic.md, session 14: on the MRPC stories it
 separates rewrites from same-topic stories at d' 2.5, the aligned cosine at 1.8), or, with
 ``score="prob_cos"``, the mean over them of the pair's probability and the two sentences' cosine,
@@ -150,7 +151,7 @@ class CrossEncoder:
         (``embed``: the bi-encoder that aligns them, L2-normalized rows), pooled by ``score``: "logit",
         the mean of both orders' logits; "prob_cos", the mean of (sigmoid(logit) + cosine) / 2.
 
-        Cheapest test first, twice:
+        Cheapest test first:
 
         * a story whose aligned cosine (the mean over its newer sentences of the cosine to their
           counterparts, known once they are aligned) is below ``min_cos`` is not read by the
@@ -186,6 +187,11 @@ class CrossEncoder:
         def pooled(values: np.ndarray) -> np.ndarray:
             return np.bincount(story[read], weights=values, minlength=n) / np.maximum(count, 1)
 
+        def values(logit: np.ndarray) -> np.ndarray:
+            # A read pair by its value, an unread one (NaN) by the most it could add.
+            known = ~np.isnan(logit)
+            return np.where(known, pair_values(np.where(known, logit, 0.0), cos[read], score), ceilings)
+
         logit = np.full(len(read), np.nan)
         # The first order: all at once without a threshold, else in rounds, each story's lowest
         # cosines first (a story of other news shows it soonest there).
@@ -196,9 +202,7 @@ class CrossEncoder:
         for r in range(int(rank.max()) + 1 if len(read) else 0):
             now = np.flatnonzero(going[story[read]] & (rank == r))
             logit[now] = self.one_way([first[i] for i in now], [second[i] for i in now])
-            known = ~np.isnan(logit)
-            ceiling = pooled(np.where(known, pair_values(np.where(known, logit, 0.0), cos[read], score), ceilings))
-            going &= ceiling >= cut
+            going &= pooled(values(logit)) >= cut
         # A story still going has read its whole first order, and scores within the band of the
         # threshold or above: it is read the other way round too.
         again = np.flatnonzero(going[story[read]])
@@ -206,8 +210,7 @@ class CrossEncoder:
             logit[again] = 0.5 * (logit[again] + self.one_way([second[i] for i in again], [first[i] for i in again]))
         known = ~np.isnan(logit)
         partial = scored & (np.bincount(story[read], weights=(~known).astype(float), minlength=n) > 0)
-        values = np.where(known, pair_values(np.where(known, logit, 0.0), cos[read], score), ceilings)
-        out[scored] = pooled(values)[scored]
+        out[scored] = pooled(values(logit))[scored]
         reads = np.bincount(story[read], weights=known.astype(float), minlength=n) + np.bincount(story[read][again], minlength=n)
         return StoryScores(out, count, gated, scored & ~going, partial, reads.astype(np.int64))
 
@@ -220,6 +223,7 @@ class CrossEncoder:
         weight, bias = self._head.weight.detach(), self._head.bias.detach()
         top = POOLED_SCALE * float(weight.norm()) + float(bias.sum())
         return np.full(len(cos), top + 1e-3 * abs(top) + 1e-3)
+
 
 def _rank_within(group: np.ndarray, key: np.ndarray) -> np.ndarray:
     """Each element's rank by ``key`` (ascending, ties by position) among the elements of its group."""
