@@ -120,8 +120,9 @@ MUST_KEEP_KINDS = frozenset({"template_distinct", "short_distinct", "url_update"
 # original or template page already told (bench.corpus_copies). Neither a copy a system must find nor
 # a document it must keep: bench.score reports them apart.
 LABELLED_KINDS = ("corpus_copy",)
-# Kinds whose text is a corpus article of their own, so a reviewed pair of articles can name them.
-_REVIEWED_KINDS = ("original", "template_distinct", "url_update", "corpus_copy")
+# Kinds whose text is a corpus article of their own, so a reviewed pair of articles can name them
+# (corpus copies are labelled in the same pass, from these).
+_REVIEWED_KINDS = ("original", "template_distinct", "url_update")
 NEAR_BANDS: tuple[tuple[float, float], ...] = ((0.5, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.0))
 # Bumped whenever the same arguments give other documents or labels: bench caches crawls by it.
 # 3: originals that retell an earlier story are labelled corpus_copy (same documents as 2).

@@ -95,7 +95,7 @@ def run(
     reviewed = reviewed_pairs()
     if "article_id" in t.columns:
         pairs = zip(t["article_id"].reindex(drops["doc_id"]), t["article_id"].reindex(drops["matched_doc_id"].astype(str)), strict=True)
-        drops["verdict"] = [reviewed.get(frozenset((a, b)), (None,))[0] if a and b else None for a, b in pairs]
+        drops["verdict"] = [reviewed.get(frozenset((a, b)), (None,))[0] if pd.notna(a) and pd.notna(b) else None for a, b in pairs]
     else:
         drops["verdict"] = None
     non_dup = truth[~truth["is_duplicate"].astype(bool) & ~truth["kind"].isin(UNJUDGED_KINDS)].groupby("lang").size()
