@@ -33,6 +33,7 @@ from dedup_tasks.embed.cross_encoder import get_cross_encoder
 from dedup_tasks.embed.embedders import document_text, get_embedder, model_id_for
 from dedup_tasks.embed.faiss_index import PersistentIndex
 from dedup_tasks.embed.sketch import sketch_model_id, story_sketches
+from dedup_tasks.embed.stored import StoredEncoder, sentence_model_id
 from dedup_tasks.fingerprint.numbers import pair_facts_differ, pair_values_differ
 from dedup_tasks.io import partition_of, template_lines_of
 from dedup_tasks.layers.base import Drops, Layer, LayerContext, LayerOutput, fixed_text, strings_np
@@ -572,7 +573,7 @@ class SemanticLayer(Layer):
             keep = (idx >= 0) & (hit_cand < hit_row) & (scores >= row_threshold[hit_row])
             flat_row, flat_cand, flat_cos = hit_row[keep], hit_cand[keep], scores[keep].astype(float)
 
-        confirmed = (self._aligned(batch, ctx, cos, aligned, sus_row, cand_row, in_batch, cand_doc, cand_batch)
+        confirmed = (self._aligned(batch, ctx, store, cos, aligned, sus_row, cand_row, in_batch, cand_doc, cand_batch)
                      if aligned.any() else SentenceScores.of(cos))
         cos, cross = confirmed.score, confirmed.cross
         pair_threshold = np.where(cross, confirmed.threshold, pair_threshold)
@@ -630,7 +631,7 @@ class SemanticLayer(Layer):
             self._stats[key] = round(total, 3) if isinstance(total, float) else total
 
     def _aligned(
-        self, batch: pa.Table, ctx: LayerContext, cos: np.ndarray, aligned: np.ndarray, sus_row: np.ndarray,
+        self, batch: pa.Table, ctx: LayerContext, store: EmbeddingStore, cos: np.ndarray, aligned: np.ndarray, sus_row: np.ndarray,
         cand_row: np.ndarray, in_batch: np.ndarray, cand_doc: np.ndarray, cand_batch: np.ndarray,
     ) -> SentenceScores:
         """The ``aligned`` pairs scored by their sentences instead of the head cosine: only pairs whose
@@ -656,7 +657,11 @@ class SemanticLayer(Layer):
         for i, t in zip(ext, self._published_texts(ctx, cand_doc[pairs[ext]], cand_batch[pairs[ext]], sentence_view=True), strict=True):
             earlier[i] = t
         have = np.array([t is not None for t in earlier], bool)
-        embed = self._embedder().encode
+        # Sentence vectors are kept by their text: an earlier page's sentences, embedded when it was the
+        # newer side or another pair's candidate, are never embedded again (``embed.stored``).
+        embed = StoredEncoder(
+            self._embedder().encode, store, sentence_model_id(model_id_for(cfg.embedder), cfg.embed_max_tokens),
+        )
         models = cfg.cross_encoders()
         langs = strings_np(batch, "_lang")[sus_row[pairs]] if models and "_lang" in batch.column_names else np.full(len(pairs), None, object)
         cross_seconds = 0.0
@@ -691,6 +696,10 @@ class SemanticLayer(Layer):
                 # Per language too: which language's stories the confirmer's time goes to.
                 f"cross_pairs_{lang}": len(sel), f"cross_seconds_{lang}": lang_seconds,
             })
+        self._tally({
+            "sentences_embedded": embed.embedded, "sentences_reused": embed.reused,
+            "sentence_embed_seconds": embed.embed_seconds,
+        })
         self._stats["aligned_pairs"] = int(have.sum())
         self._stats["aligned_seconds"] = round(time.perf_counter() - started, 3)
         if cross_seconds:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from dedup_tasks.config import ConfigError, DedupConfig
@@ -242,6 +244,32 @@ def test_second_hour_embeds_no_earlier_document_again(fake) -> None:
     assert fake.encoded == [b1.column("_near_text").to_pylist()[1]]
     assert [(r["doc_id"], r["matched_doc_id"], r["matched_batch_id"]) for r in out.drops.to_pylist()] == [("b1", "a0", B0)]
     assert out.stats.extra["cached"] >= 1
+
+
+def test_second_hour_embeds_no_earlier_sentence_again(fake) -> None:
+    from dedup_tasks.embed.aligned import sentences
+
+    registry = MemoryRegistry()
+    # Every aligned pair drops: the test is about what is embedded, not where the threshold sits.
+    cfg = config(semantic_sketch_confirm="aligned", semantic_aligned_head_min=0.0, semantic_sketch_threshold_en=0.0)
+    b0 = batch_of([STORY, UNRELATED, REWRITE], "a")
+    out0 = SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, registry))
+    assert [(r["doc_id"], r["matched_doc_id"]) for r in out0.drops.to_pylist()] == [("a2", "a0")]
+    # Hour 00's kept rows, published where hour 01 reads an earlier candidate's text back.
+    published = Path(cfg.root) / "deduped" / "dt=2026-12-01" / "hour=00"
+    published.mkdir(parents=True)
+    pq.write_table(b0.select(["doc_id", "url", "title", "content", "fetched_at", "lang", "site"]).take([0, 1]), published / "part-0.parquet")
+    story = sentences(SemanticLayer(cfg)._sentence_texts(b0, np.arange(1))[0])
+    assert set(story) <= set(fake.encoded) and out0.stats.extra["sentences_embedded"] >= len(story)
+    fake.calls.clear()
+    b1 = batch_of([OTHER, REWRITE_2], "b", hour=1)
+    out1 = SemanticLayer(cfg).run(b1, LayerContext(B1, cfg, registry))
+    assert [(r["doc_id"], r["matched_doc_id"], r["matched_batch_id"]) for r in out1.drops.to_pylist()] == [("b1", "a0", B0)]
+    # Hour 00's story is read again as the candidate's text, but its sentence vectors come from the store.
+    assert not set(story) & set(fake.encoded)
+    newer = sentences(SemanticLayer(cfg)._sentence_texts(b1, np.arange(2))[1])
+    assert set(newer) <= set(fake.encoded)
+    assert out1.stats.extra["sentences_reused"] >= len(story) and out1.stats.extra["sentences_embedded"] == len(set(newer))
 
 
 def test_the_next_hour_searches_the_saved_history_index_without_reading_the_store_back(fake, tmp_path) -> None:
