@@ -447,9 +447,12 @@ class SemanticLayer(Layer):
         if self.config.semantic_sketch_min_chars > 0:
             # A zero sketch is no candidate and is never searched (sketch_pairs, the stored sketches).
             sketches[self._story_lengths(batch, ctx) < self.config.semantic_sketch_min_chars] = 0.0
+        built = time.perf_counter()
         history = self.sketch_history(store, sketches.shape[1])
         s_row, s_doc, s_batch, _ = self.sketch_pairs(batch, ctx, store, sketches, history)
         self._stats["sketch_seconds"] = round(time.perf_counter() - started, 3)
+        # Of which: the sketches themselves (words, weights, the length floor) and the search.
+        self._stats["sketch_build_seconds"] = round(built - started, 3)
         self._stats["sketch_pairs"] = len(s_row)
         # Near-miss pairs at their language's threshold, sketch pairs at the sketch threshold.
         langs = strings_np(batch, "_lang") if "_lang" in batch.column_names else np.full(batch.num_rows, None, object)
@@ -520,14 +523,19 @@ class SemanticLayer(Layer):
         if not live.any():
             return Drops.none()
 
+        # Pairs scored on their sentences with no head gate need no head vector: their heads are never
+        # embedded (in hours3 the gate at 0.85 refused 9 of 1,835 sentence pairs, and the heads cost as
+        # much as the sentences; docs/semantic.md, session 23).
+        headless = aligned & (self.config.semantic_aligned_head_min <= -1.0)
+        headed = live & ~headless
         # This batch's rows of the pairs still open: the suspects and their same-batch candidates, once each.
-        rows = np.unique(np.concatenate([sus_row[live], cand_row[live & in_batch]]))
+        rows = np.unique(np.concatenate([sus_row[headed], cand_row[headed & in_batch]]))
         ok_rows, row_vec = self._vectors(
             store, model_id, doc_ids[rows], np.full(len(rows), ctx.batch_id, object),
             lambda missing: self._texts(batch, rows[missing]),
         )
         # Earlier batches' candidates of those pairs: store first, else their published partition.
-        need = np.unique(ext_of_pair[live & ~in_batch])
+        need = np.unique(ext_of_pair[headed & ~in_batch])
         ok_need, need_vec = self._vectors(
             store, model_id, ext_doc[need], ext_bat[need],
             lambda missing: self._published_texts(ctx, ext_doc[need[missing]], ext_bat[need[missing]]),
@@ -540,10 +548,11 @@ class SemanticLayer(Layer):
         pos_of_row = np.full(n, -1, np.int64)
         pos_of_row[rows] = np.arange(len(rows))
 
-        # Named candidates: cosine of each (suspect, candidate) pair still open.
-        cos = np.full(len(sus_row), -np.inf)
+        # Named candidates: cosine of each (suspect, candidate) pair still open; a head-less pair passes
+        # any head gate (+inf), its sentences decide.
+        cos = np.where(live & headless, np.inf, -np.inf)
         s_pos = pos_of_row[sus_row]
-        for i in np.flatnonzero(live):
+        for i in np.flatnonzero(headed):
             if not ok_rows[s_pos[i]]:
                 continue
             if in_batch[i]:
@@ -635,8 +644,8 @@ class SemanticLayer(Layer):
         cand_row: np.ndarray, in_batch: np.ndarray, cand_doc: np.ndarray, cand_batch: np.ndarray,
     ) -> SentenceScores:
         """The ``aligned`` pairs scored by their sentences instead of the head cosine: only pairs whose
-        head cosine reaches ``semantic_aligned_head_min`` are scored (the rest get -inf), so the
-        sentences of hopeless candidates are never embedded. A pair of a language with a cross-encoder
+        head cosine reaches ``semantic_aligned_head_min`` are scored (the rest get -inf; at -1 every
+        open pair is, and ``cos`` holds +inf for the heads never embedded). A pair of a language with a cross-encoder
         (``semantic_sketch_confirm="cross"``) gets the mean cross-encoder logit and that language's logit
         threshold; the others the aligned cosine (``embed.aligned``)."""
         from dedup_tasks.embed.aligned import aligned_scores
@@ -644,6 +653,7 @@ class SemanticLayer(Layer):
         cfg = self.config
         out = SentenceScores.of(cos)
         pairs = np.flatnonzero(aligned & (cos >= cfg.semantic_aligned_head_min))
+        self._tally({"head_gated": int((aligned & np.isfinite(cos) & (cos < cfg.semantic_aligned_head_min)).sum())})
         out.score[aligned] = -np.inf
         if not len(pairs):
             return out

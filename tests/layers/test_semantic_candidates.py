@@ -246,6 +246,26 @@ def test_second_hour_embeds_no_earlier_document_again(fake) -> None:
     assert out.stats.extra["cached"] >= 1
 
 
+def test_without_a_head_gate_a_sentence_confirmed_pair_embeds_no_head(fake) -> None:
+    b0 = batch_of([STORY, UNRELATED, REWRITE], "a")
+    heads = b0.column("_near_text").to_pylist()
+
+    def run(head_min: float):
+        fake.calls.clear()
+        cfg = config(semantic_sketch_confirm="aligned", semantic_aligned_head_min=head_min, semantic_sketch_threshold_en=0.0)
+        return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
+
+    assert DedupConfig().semantic_aligned_head_min == -1.0
+    out = run(-1.0)
+    assert [(r["doc_id"], r["matched_doc_id"]) for r in out.drops.to_pylist()] == [("a2", "a0")]
+    # Only sentences were embedded: no head of the pair (the trigram fake's heads score ~0.6).
+    assert fake.encoded and not set(heads) & set(fake.encoded) and out.stats.extra["embedded"] == 0
+    # A head gate above the pair's head cosine embeds both heads and refuses the pair before its sentences.
+    gated = run(0.99)
+    assert gated.drops.num_rows == 0 and gated.stats.extra["head_gated"] >= 1
+    assert {heads[0], heads[2]} <= set(fake.encoded) and gated.stats.extra.get("sentences_embedded", 0) == 0
+
+
 def test_second_hour_embeds_no_earlier_sentence_again(fake) -> None:
     from dedup_tasks.embed.aligned import sentences
 
