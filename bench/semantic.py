@@ -72,6 +72,9 @@ def run(
                 "semantic_docs_per_s": (sem.rows_in / sem.seconds) if sem and sem.seconds else None,
                 "embedded_texts_per_s": (extra.get("embedded", 0) / sem.seconds) if sem and sem.seconds else None,
                 "embedded_share": extra.get("embedded", 0) / table.num_rows,
+                # The transformer's own rate on the sentences the sketch path's confirmers embedded.
+                "sentences_per_s": (extra["sentences_embedded"] / extra["sentence_embed_seconds"])
+                if extra.get("sentence_embed_seconds") else None,
                 **extra,
             }
         )
