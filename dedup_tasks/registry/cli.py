@@ -52,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     compact.add_argument(
         "--min-docs", type=int, default=0, help="only if the recent tier holds at least this many"
     )
+    prune = sub.add_parser(
+        "prune-sentences",
+        help="delete the L4 sentence vectors (a cache keyed by text) written more than --older-than-days ago",
+    )
+    prune.add_argument("--older-than-days", type=float, required=True, help="age in days (0: all of them)")
     return parser
 
 
@@ -136,6 +141,20 @@ def db_main(argv: list[str]) -> int:
                 moved = done["moved"].get("documents", 0)
                 steps = ", ".join(f"{name} {sec:.1f} s" for name, sec in done["steps"].items())
                 print(f"compacted: {moved} documents moved to the main tier in {done['seconds']:.1f} s ({steps})")
+                return 0
+
+            if args.command == "prune-sentences":
+                from dedup_tasks.embed.stored import CONTENT_KEYED
+                from dedup_tasks.registry.embeddings import PostgresEmbeddingStore
+
+                if args.older_than_days < 0:
+                    print("error: --older-than-days must be >= 0", file=sys.stderr)
+                    return 2
+                deleted = PostgresEmbeddingStore(conn, args.schema).prune_content_keyed(CONTENT_KEYED, args.older_than_days)
+                for model_id, rows in sorted(deleted.items()):
+                    print(f"{model_id}: {rows:,} sentence vectors deleted")
+                print(f"pruned {sum(deleted.values()):,} sentence vectors older than {args.older_than_days:g} days"
+                      " (a text needed again is embedded again)")
                 return 0
 
             if args.command == "rebuild-bloom":

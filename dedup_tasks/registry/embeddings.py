@@ -195,6 +195,32 @@ class PostgresEmbeddingStore(EmbeddingStore):
             )
             return written
 
+    def prune_content_keyed(self, batch_id: str, older_than_days: float) -> dict[str, int]:
+        """Delete the vectors stored under ``batch_id`` (the content-keyed ones, ``embed.stored``) that
+        were written more than ``older_than_days`` ago; returns rows deleted per model id. Each model
+        whose rows went moves its generation on, in the same transaction. Such vectors are a cache: a
+        text needed again is embedded again, no decision changes."""
+        with self._conn, self._conn.cursor() as cur:
+            cur.execute(
+                sql.SQL(
+                    "DELETE FROM {} WHERE batch_id = %s AND registered_at < now() - make_interval(secs => %s)"
+                    " RETURNING model_id"
+                ).format(self._table),
+                (batch_id, float(older_than_days) * 86400.0),
+            )
+            deleted: dict[str, int] = {}
+            for (model_id,) in cur.fetchall():
+                deleted[model_id] = deleted.get(model_id, 0) + 1
+            for model_id in deleted:
+                cur.execute(
+                    sql.SQL(
+                        "INSERT INTO {0} (model_id, puts) VALUES (%s, 1)"
+                        " ON CONFLICT (model_id) DO UPDATE SET puts = {0}.puts + 1"
+                    ).format(self._generations),
+                    (model_id,),
+                )
+            return deleted
+
     def generation(self, model_id: str) -> str | None:
         with self._conn, self._conn.cursor() as cur:
             return self._generation(cur, model_id)
