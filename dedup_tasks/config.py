@@ -45,7 +45,7 @@ DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
 
 # Fields that do not change decisions and therefore stay out of the config hash.
 # Settings that do not change a decision (embeddings are bit-identical whatever embed_threads is).
-_OPERATIONAL_FIELDS = frozenset({"root", "db_url", "db_schema", "progress", "compact_threshold_docs", "embed_threads", "embed_device"})
+_OPERATIONAL_FIELDS = frozenset({"root", "db_url", "db_schema", "progress", "compact_threshold_docs", "sentence_vector_retention_days", "embed_threads", "embed_device"})
 
 
 class ConfigError(ValueError):
@@ -73,6 +73,9 @@ class DedupConfig:
     db_schema: str = "dedup"
     # Registry maintenance (never part of a batch): compact the recent tier once it holds this many docs.
     compact_threshold_docs: int = 1_000_000
+    # ... and delete the L4 sentence vectors (a cache keyed by text) written more than this many days
+    # ago (None: keep them all).
+    sentence_vector_retention_days: float | None = None
     layers: tuple[str, ...] = DEFAULT_LAYERS
     progress: bool = True
 
@@ -486,6 +489,7 @@ class DedupConfig:
 # (minhash_bands=0 turns MinHash off) when out of range.
 _RANGES: dict[str, tuple[float | None, float | None]] = {
     "compact_threshold_docs": (0, None),
+    "sentence_vector_retention_days": (0, None),
     "simhash_max_distance": (0, 16),
     "simhash_min_chars": (0, None),
     "minhash_short_plain_chars": (0, None),

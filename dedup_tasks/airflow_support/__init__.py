@@ -10,7 +10,8 @@ from dedup_tasks.airflow_support.tasks import (
     batch_id_of,
     config_from_params,
     run_compaction,
+    run_sentence_pruning,
     run_step,
 )
 
-__all__ = ["FAIL_FAST_ERRORS", "PARAM_SPECS", "batch_id_for", "batch_id_of", "config_from_params", "run_compaction", "run_step"]
+__all__ = ["FAIL_FAST_ERRORS", "PARAM_SPECS", "batch_id_for", "batch_id_of", "config_from_params", "run_compaction", "run_sentence_pruning", "run_step"]

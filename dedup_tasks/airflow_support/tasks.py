@@ -110,3 +110,12 @@ def run_compaction(context: Mapping[str, Any]) -> dict:
     min_docs = params.pop("min_docs", None)
     config = run_config({"root": params.get("root")})
     return compact_registry(config, min_docs)
+
+
+def run_sentence_pruning(context: Mapping[str, Any]) -> dict:
+    """The maintenance DAG's task: delete the sentence vectors older than the retention (none without one)."""
+    from dedup_tasks.registry.maintenance import prune_sentence_vectors
+
+    params = dict(context.get("params") or {})
+    config = run_config({"root": params.get("root")})
+    return prune_sentence_vectors(config, params.get("sentence_retention_days"))
