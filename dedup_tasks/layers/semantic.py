@@ -668,9 +668,11 @@ class SemanticLayer(Layer):
             earlier[i] = t
         have = np.array([t is not None for t in earlier], bool)
         # Sentence vectors are kept by their text: an earlier page's sentences, embedded when it was the
-        # newer side or another pair's candidate, are never embedded again (``embed.stored``).
+        # newer side or another pair's candidate, are never embedded again (``embed.stored``), and the
+        # model is loaded only when a sentence is missing.
         embed = StoredEncoder(
-            self._embedder().encode, store, sentence_model_id(model_id_for(cfg.embedder), cfg.embed_max_tokens),
+            lambda texts: self._embedder().encode(texts), store,
+            sentence_model_id(model_id_for(cfg.embedder), cfg.embed_max_tokens),
         )
         models = cfg.cross_encoders()
         langs = strings_np(batch, "_lang")[sus_row[pairs]] if models and "_lang" in batch.column_names else np.full(len(pairs), None, object)

@@ -186,13 +186,7 @@ class PostgresEmbeddingStore(EmbeddingStore):
                 ).format(self._table)
             )
             written = cur.rowcount
-            cur.execute(
-                sql.SQL(
-                    "INSERT INTO {0} (model_id, puts) VALUES (%s, 1)"
-                    " ON CONFLICT (model_id) DO UPDATE SET puts = {0}.puts + 1"
-                ).format(self._generations),
-                (model_id,),
-            )
+            self._next_generation(cur, model_id)
             return written
 
     def prune_content_keyed(self, batch_id: str, older_than_days: float) -> dict[str, int]:
@@ -203,23 +197,24 @@ class PostgresEmbeddingStore(EmbeddingStore):
         with self._conn, self._conn.cursor() as cur:
             cur.execute(
                 sql.SQL(
-                    "DELETE FROM {} WHERE batch_id = %s AND registered_at < now() - make_interval(secs => %s)"
-                    " RETURNING model_id"
+                    "WITH gone AS (DELETE FROM {} WHERE batch_id = %s AND registered_at < now() - make_interval(secs => %s)"
+                    " RETURNING model_id) SELECT model_id, count(*) FROM gone GROUP BY model_id"
                 ).format(self._table),
                 (batch_id, float(older_than_days) * 86400.0),
             )
-            deleted: dict[str, int] = {}
-            for (model_id,) in cur.fetchall():
-                deleted[model_id] = deleted.get(model_id, 0) + 1
+            deleted = {model_id: int(rows) for model_id, rows in cur.fetchall()}
             for model_id in deleted:
-                cur.execute(
-                    sql.SQL(
-                        "INSERT INTO {0} (model_id, puts) VALUES (%s, 1)"
-                        " ON CONFLICT (model_id) DO UPDATE SET puts = {0}.puts + 1"
-                    ).format(self._generations),
-                    (model_id,),
-                )
+                self._next_generation(cur, model_id)
             return deleted
+
+    def _next_generation(self, cur: Any, model_id: str) -> None:
+        """Move ``model_id``'s generation on, in the caller's transaction (every write to its vectors does)."""
+        cur.execute(
+            sql.SQL(
+                "INSERT INTO {0} (model_id, puts) VALUES (%s, 1) ON CONFLICT (model_id) DO UPDATE SET puts = {0}.puts + 1"
+            ).format(self._generations),
+            (model_id,),
+        )
 
     def generation(self, model_id: str) -> str | None:
         with self._conn, self._conn.cursor() as cur:
