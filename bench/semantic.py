@@ -15,9 +15,12 @@ with other jobs: treat them as indicative.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +29,40 @@ import pandas as pd
 from bench.__main__ import SIZES, WORK, crawl, hour_ids, write_result
 
 
+@contextlib.contextmanager
+def bench_registry(config, db_url: str | None) -> Iterator[Any]:
+    """The registry the hours run against: in memory, or with ``db_url`` a PostgreSQL registry of the
+    pipeline's own making (``open_registry``) in a scratch schema, dropped afterwards. The sketch
+    path's vectors then go through the database's vector store, as an hourly run's do."""
+    if not db_url:
+        from dedup_tasks.registry.base import MemoryRegistry
+
+        yield MemoryRegistry()
+        return
+    import psycopg2
+
+    from dedup_tasks.registry.connect import open_registry
+    from dedup_tasks.registry.migrate import scratch_schema
+
+    conn = psycopg2.connect(db_url)
+    try:
+        with scratch_schema(conn, "bench_semantic") as schema, open_registry(
+            dataclasses.replace(config, db_url=db_url, db_schema=schema), schema=schema
+        ) as registry:
+            yield registry
+    finally:
+        conn.close()
+
+
 def run(
-    size: str, seed: int = 0, overrides: dict[str, Any] | None = None, hours: int | None = None, reworded: str | None = None
+    size: str, seed: int = 0, overrides: dict[str, Any] | None = None, hours: int | None = None, reworded: str | None = None,
+    db_url: str | None = None,
 ) -> dict[str, Any]:
     from bench.score import score
     from dedup_tasks.config import DedupConfig
     from dedup_tasks.contract import CROSS_SCORE_KINDS
     from dedup_tasks.io import BatchPaths, read_input
     from dedup_tasks.pipeline import publish, run_batch
-    from dedup_tasks.registry.base import MemoryRegistry
 
     spec = SIZES[size]
     n_hours = hours or spec["hours"]
@@ -47,38 +75,38 @@ def run(
     out = WORK / f"semantic-{size}-seed{seed}"
     shutil.rmtree(out, ignore_errors=True)
     config = DedupConfig(root=str(out), **(overrides or {}))
-    registry = MemoryRegistry()
     truth = pd.read_parquet(root / "truth.parquet")
     decisions, hours = [], []
-    for batch_id in hour_ids(root):
-        table, _ = read_input(BatchPaths(root, batch_id).input)
-        started, cpu = time.perf_counter(), time.process_time()
-        result = run_batch(table, batch_id, config, registry)
-        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-        publish(BatchPaths(out, batch_id), result)
-        decisions.append(result.decisions.to_pandas())
-        sem = next((s for s in result.summary.layers if s.layer == "semantic"), None)
-        extra = dict(sem.extra) if sem is not None else {}
-        hours.append(
-            {
-                "batch_id": batch_id,
-                "docs": table.num_rows,
-                "batch_seconds": round(wall, 1),
-                "batch_cpu_seconds": round(cpu, 1),
-                "load_average": list(os.getloadavg()),
-                "semantic_rows_in": sem.rows_in if sem else 0,
-                "semantic_dropped": sem.dropped if sem else 0,
-                "semantic_seconds": round(sem.seconds, 1) if sem else 0.0,
-                "semantic_docs_per_s": (sem.rows_in / sem.seconds) if sem and sem.seconds else None,
-                "embedded_texts_per_s": (extra.get("embedded", 0) / sem.seconds) if sem and sem.seconds else None,
-                "embedded_share": extra.get("embedded", 0) / table.num_rows,
-                # The transformer's own rate on the sentences the sketch path's confirmers embedded.
-                "sentences_per_s": (extra["sentences_embedded"] / extra["sentence_embed_seconds"])
-                if extra.get("sentence_embed_seconds") else None,
-                **extra,
-            }
-        )
-        print(f"{batch_id}: {hours[-1]}", flush=True)
+    with bench_registry(config, db_url) as registry:
+        for batch_id in hour_ids(root):
+            table, _ = read_input(BatchPaths(root, batch_id).input)
+            started, cpu = time.perf_counter(), time.process_time()
+            result = run_batch(table, batch_id, config, registry)
+            wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+            publish(BatchPaths(out, batch_id), result)
+            decisions.append(result.decisions.to_pandas())
+            sem = next((s for s in result.summary.layers if s.layer == "semantic"), None)
+            extra = dict(sem.extra) if sem is not None else {}
+            hours.append(
+                {
+                    "batch_id": batch_id,
+                    "docs": table.num_rows,
+                    "batch_seconds": round(wall, 1),
+                    "batch_cpu_seconds": round(cpu, 1),
+                    "load_average": list(os.getloadavg()),
+                    "semantic_rows_in": sem.rows_in if sem else 0,
+                    "semantic_dropped": sem.dropped if sem else 0,
+                    "semantic_seconds": round(sem.seconds, 1) if sem else 0.0,
+                    "semantic_docs_per_s": (sem.rows_in / sem.seconds) if sem and sem.seconds else None,
+                    "embedded_texts_per_s": (extra.get("embedded", 0) / sem.seconds) if sem and sem.seconds else None,
+                    "embedded_share": extra.get("embedded", 0) / table.num_rows,
+                    # The transformer's own rate on the sentences the sketch path's confirmers embedded.
+                    "sentences_per_s": (extra["sentences_embedded"] / extra["sentence_embed_seconds"])
+                    if extra.get("sentence_embed_seconds") else None,
+                    **extra,
+                }
+            )
+            print(f"{batch_id}: {hours[-1]}", flush=True)
     dec = pd.concat(decisions, ignore_index=True)
     without = dec.copy()
     l4 = without["layer"].eq("semantic") & without["action"].eq("drop")
@@ -128,6 +156,7 @@ def run(
         "size": size,
         "seed": seed,
         "config": bench_config(config),
+        "registry": "postgresql" if db_url else "memory",
         "hours": hours,
         "L1-L3": {k: base[k] for k in keys},
         "L1-L4": {k: with_l4[k] for k in keys},
@@ -196,11 +225,15 @@ def main(argv: list[str] | None = None) -> int:
         "--reworded", choices=["dev", "test"], default=None,
         help="plant the reworded kind from the train/dev (tuning) or test (reporting only) paraphrase files",
     )
+    parser.add_argument(
+        "--db-url", default=None,
+        help="run against a PostgreSQL registry in a scratch schema (dropped afterwards) instead of one in memory",
+    )
     args = parser.parse_args(argv)
     from dedup_tasks.config import DedupConfig
 
     overrides = dict(kv.split("=", 1) for kv in args.set)
     typed = DedupConfig.from_mapping(overrides).decision_fields() if overrides else {}
-    data = run(args.size, args.seed, {k: typed[k] for k in overrides}, hours=args.hours, reworded=args.reworded)
+    data = run(args.size, args.seed, {k: typed[k] for k in overrides}, hours=args.hours, reworded=args.reworded, db_url=args.db_url)
     write_result(args.name or f"semantic-{args.size}", data)
     return 0
