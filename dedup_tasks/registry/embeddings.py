@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import io
 import threading
 import uuid
 from collections.abc import Iterable
@@ -21,6 +20,8 @@ from typing import Any
 
 import numpy as np
 from psycopg2 import sql
+
+from dedup_tasks.registry._pgio import copy_in
 
 
 def _pairs(doc_ids: Iterable[Any], batch_ids: Iterable[Any]) -> list[tuple[str, str]]:
@@ -166,17 +167,19 @@ class PostgresEmbeddingStore(EmbeddingStore):
         keys = _pairs(doc_ids, batch_ids)
         if not keys:
             return 0
-        vectors = np.ascontiguousarray(vectors, np.float32)
-        buf = io.StringIO()
-        for (d, b), v in zip(keys, vectors, strict=True):
-            buf.write(f"{_copy_text(model_id)}\t{_copy_text(b)}\t{_copy_text(d)}\t{len(v)}\t\\\\x{v.tobytes().hex()}\n")
-        buf.seek(0)
+        vectors = np.ascontiguousarray(vectors, np.float32).reshape(len(keys), -1)
+        n, dim = vectors.shape
+        # Binary COPY, built column-wise (registry._pgio): no per-row text, no hex of the vectors.
+        columns = [
+            ("text", [model_id] * n), ("text", [b for _, b in keys]), ("text", [d for d, _ in keys]),
+            ("int4", np.full(n, dim, np.int32)), ("bytea", vectors.view(np.uint8)),
+        ]
         with self._conn, self._conn.cursor() as cur:
             cur.execute(
                 "CREATE TEMP TABLE IF NOT EXISTS _emb_in (model_id text, batch_id text, doc_id text, dim int, vector bytea)"
                 " ON COMMIT DELETE ROWS"
             )
-            cur.copy_expert("COPY _emb_in FROM STDIN", buf)
+            copy_in(cur, "_emb_in", ["model_id", "batch_id", "doc_id", "dim", "vector"], columns)
             cur.execute(
                 sql.SQL(
                     "INSERT INTO {} (model_id, batch_id, doc_id, dim, vector)"
@@ -251,11 +254,6 @@ class PostgresEmbeddingStore(EmbeddingStore):
         # One model, one dim: the vectors are one buffer, not an array per row.
         vectors = np.frombuffer(bytearray().join(blobs), np.float32).reshape(len(rows), -1)
         return np.array(docs, object), np.array(batches, object), vectors
-
-
-def _copy_text(value: str) -> str:
-    """Escape a value for COPY's text format."""
-    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
 def store_for(registry: object) -> EmbeddingStore:
