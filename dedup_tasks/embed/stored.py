@@ -8,22 +8,23 @@ several pages (a quote, a standard paragraph). Keyed by the sentence's text, a v
 once in the registry's life: the same text and model always give the same vector, so no key can go
 stale, whichever batch wrote it, and a rerun of a batch (a backfill) finds its own vectors.
 
-The store is any ``registry.embeddings.EmbeddingStore`` (duck-typed here: ``get`` / ``put`` by
-(model id, doc id, batch id)); the content key goes in the doc id, and the batch id is
-``CONTENT_KEYED``, for vectors that belong to no batch.
+The store is a ``registry.embeddings.EmbeddingStore`` (``get`` / ``put`` by (model id, doc id, batch
+id)); the content key goes in the doc id, and the batch id is the store's ``CONTENT_KEYED``, for
+vectors that belong to no batch (``db prune-sentences`` deletes them by age).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import xxhash
 
-# The batch id of a content-keyed vector: it belongs to no batch (a real batch id is an hour's name).
-CONTENT_KEYED = "*"
+from dedup_tasks.registry.embeddings import CONTENT_KEYED, EmbeddingStore
+
+__all__ = ["CONTENT_KEYED", "StoredEncoder", "content_keys", "sentence_model_id"]
+
 
 
 def content_keys(texts: list[str]) -> np.ndarray:
@@ -45,7 +46,7 @@ class StoredEncoder:
     ``embedded`` / ``reused`` count texts over the encoder's life, ``embed_seconds`` the time inside
     ``encode``: the layer reports them."""
 
-    def __init__(self, encode: Callable[[list[str]], np.ndarray], store: Any, model_id: str) -> None:
+    def __init__(self, encode: Callable[[list[str]], np.ndarray], store: EmbeddingStore, model_id: str) -> None:
         self._encode, self._store, self.model_id = encode, store, model_id
         self.embedded = 0
         self.reused = 0
@@ -53,7 +54,7 @@ class StoredEncoder:
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         if not texts:
-            return np.asarray(self._encode([]), np.float32)
+            return np.zeros((0, 0), np.float32)  # nothing to embed: the model is not asked (or loaded)
         keys, first, inverse = np.unique(content_keys(texts), return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
         batch = np.full(len(keys), CONTENT_KEYED, dtype=object)

@@ -144,13 +144,13 @@ def db_main(argv: list[str]) -> int:
                 return 0
 
             if args.command == "prune-sentences":
-                from dedup_tasks.embed.stored import CONTENT_KEYED
                 from dedup_tasks.registry.embeddings import PostgresEmbeddingStore
 
-                if args.older_than_days < 0:
-                    print("error: --older-than-days must be >= 0", file=sys.stderr)
+                try:
+                    deleted = PostgresEmbeddingStore(conn, args.schema).prune_content_keyed(args.older_than_days)
+                except ValueError as exc:
+                    print(f"error: --older-than-days: {exc}", file=sys.stderr)
                     return 2
-                deleted = PostgresEmbeddingStore(conn, args.schema).prune_content_keyed(CONTENT_KEYED, args.older_than_days)
                 for model_id, rows in sorted(deleted.items()):
                     print(f"{model_id}: {rows:,} sentence vectors deleted")
                 print(f"pruned {sum(deleted.values()):,} sentence vectors older than {args.older_than_days:g} days"

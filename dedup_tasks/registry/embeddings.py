@@ -23,6 +23,10 @@ from psycopg2 import sql
 
 from dedup_tasks.registry._pgio import copy_in
 
+# The batch id of a vector keyed by its text's content (``embed.stored``: the sketch path's sentence
+# vectors), not by a document: it belongs to no batch (a real batch id is an hour's name).
+CONTENT_KEYED = "*"
+
 
 def _pairs(doc_ids: Iterable[Any], batch_ids: Iterable[Any]) -> list[tuple[str, str]]:
     return [(str(d), str(b)) for d, b in zip(doc_ids, batch_ids, strict=True)]
@@ -192,18 +196,20 @@ class PostgresEmbeddingStore(EmbeddingStore):
             self._next_generation(cur, model_id)
             return written
 
-    def prune_content_keyed(self, batch_id: str, older_than_days: float) -> dict[str, int]:
-        """Delete the vectors stored under ``batch_id`` (the content-keyed ones, ``embed.stored``) that
-        were written more than ``older_than_days`` ago; returns rows deleted per model id. Each model
-        whose rows went moves its generation on, in the same transaction. Such vectors are a cache: a
-        text needed again is embedded again, no decision changes."""
+    def prune_content_keyed(self, older_than_days: float) -> dict[str, int]:
+        """Delete the content-keyed vectors (``CONTENT_KEYED``) written more than ``older_than_days``
+        ago (ValueError below 0); returns rows deleted per model id. Each model whose rows went moves
+        its generation on, in the same transaction. Such vectors are a cache: a text needed again is
+        embedded again, no decision changes."""
+        if older_than_days < 0:
+            raise ValueError(f"older_than_days must be >= 0, got {older_than_days}")
         with self._conn, self._conn.cursor() as cur:
             cur.execute(
                 sql.SQL(
                     "WITH gone AS (DELETE FROM {} WHERE batch_id = %s AND registered_at < now() - make_interval(secs => %s)"
                     " RETURNING model_id) SELECT model_id, count(*) FROM gone GROUP BY model_id"
                 ).format(self._table),
-                (batch_id, float(older_than_days) * 86400.0),
+                (CONTENT_KEYED, float(older_than_days) * 86400.0),
             )
             deleted = {model_id: int(rows) for model_id, rows in cur.fetchall()}
             for model_id in deleted:

@@ -36,15 +36,12 @@ def prune_sentence_vectors(config: Any, older_than_days: float | None = None) ->
     """Delete the L4 sentence vectors (``embed.stored``, a cache keyed by text) of `config`'s registry
     written more than `older_than_days` ago (default config.sentence_vector_retention_days; None: keep
     them all). Returns {"older_than_days", "deleted": {model id: rows}}."""
-    from dedup_tasks.embed.stored import CONTENT_KEYED
     from dedup_tasks.registry.connect import open_registry
 
     days = config.sentence_vector_retention_days if older_than_days is None else float(older_than_days)
     if days is None:
         return {"older_than_days": None, "deleted": {}}
-    if days < 0:
-        raise ValueError(f"older_than_days must be >= 0, got {days}")
     with open_registry(config, schema=config.db_schema) as registry:
-        deleted = registry.embedding_store.prune_content_keyed(CONTENT_KEYED, days)
+        deleted = registry.embedding_store.prune_content_keyed(days)
     log.info("pruned %d sentence vectors older than %g days", sum(deleted.values()), days)
     return {"older_than_days": days, "deleted": deleted}
