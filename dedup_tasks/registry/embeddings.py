@@ -204,17 +204,22 @@ class PostgresEmbeddingStore(EmbeddingStore):
         if older_than_days < 0:
             raise ValueError(f"older_than_days must be >= 0, got {older_than_days}")
         with self._conn, self._conn.cursor() as cur:
-            cur.execute(
-                sql.SQL(
-                    "WITH gone AS (DELETE FROM {} WHERE batch_id = %s AND registered_at < now() - make_interval(secs => %s)"
-                    " RETURNING model_id) SELECT model_id, count(*) FROM gone GROUP BY model_id"
-                ).format(self._table),
-                (CONTENT_KEYED, float(older_than_days) * 86400.0),
-            )
+            cur.execute(*self._prune_statement(older_than_days))
             deleted = {model_id: int(rows) for model_id, rows in cur.fetchall()}
             for model_id in deleted:
                 self._next_generation(cur, model_id)
             return deleted
+
+    def _prune_statement(self, older_than_days: float) -> tuple[sql.Composed, tuple[str, float]]:
+        # The batch id is bound client-side as the literal '*', which the partial index of schema 11
+        # (embeddings_content_keyed_age) names in its predicate: the prune reads that index, not the table.
+        return (
+            sql.SQL(
+                "WITH gone AS (DELETE FROM {} WHERE batch_id = %s AND registered_at < now() - make_interval(secs => %s)"
+                " RETURNING model_id) SELECT model_id, count(*) FROM gone GROUP BY model_id"
+            ).format(self._table),
+            (CONTENT_KEYED, float(older_than_days) * 86400.0),
+        )
 
     def _next_generation(self, cur: Any, model_id: str) -> None:
         """Move ``model_id``'s generation on, in the caller's transaction (every write to its vectors does)."""

@@ -51,3 +51,21 @@ def _key(text: str) -> str:
     from dedup_tasks.embed.stored import content_keys
 
     return str(content_keys([text])[0])
+
+
+def test_the_prune_reads_the_partial_index_of_schema_11(pg_dsn, schema) -> None:
+    conn = psycopg2.connect(pg_dsn)
+    try:
+        store = PostgresEmbeddingStore(conn, schema)
+        StoredEncoder(FakeEmbedder().encode, store, MODEL)([f"Sentence {i}." for i in range(50)])
+        query, params = store._prune_statement(30)
+        with conn, conn.cursor() as cur:
+            # Any plan that can use the index prefers it once a scan of the table is priced out; a
+            # predicate the index does not imply leaves the planner only the table or the primary key.
+            cur.execute("SET LOCAL enable_seqscan = off")
+            cur.execute(sql.SQL("EXPLAIN ") + query, params)
+            plan = "\n".join(row[0] for row in cur.fetchall())
+            conn.rollback()
+        assert "embeddings_content_keyed_age" in plan, plan
+    finally:
+        conn.close()
