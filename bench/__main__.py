@@ -20,6 +20,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -43,7 +44,7 @@ def write_result(name: str, data: dict) -> Path:
     data = {
         "name": name,
         "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": _cpus(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": {"cpus": _cpus(), "python": platform.python_version(), "platform": platform.platform(), **cpu_kind()},
         **data,
     }
     path = RESULTS / f"{name}.json"
@@ -51,6 +52,22 @@ def write_result(name: str, data: dict) -> Path:
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=float))
     tmp.replace(path)
     return path
+
+
+# The instructions the transformer's matmuls run on: the same code embeds about 2.5x as fast with AMX
+# as with AVX-512 bf16 alone (docs/semantic.md, session 24), so seconds compare only within a kind.
+MATMUL_FLAGS = ("amx_bf16", "avx512_bf16", "avx512_vnni", "avx2")
+
+
+def cpu_kind(cpuinfo: str | Path = "/proc/cpuinfo") -> dict[str, Any]:
+    """The CPU's model name and which of ``MATMUL_FLAGS`` it has (empty where cpuinfo is unreadable)."""
+    try:
+        text = Path(cpuinfo).read_text()
+    except OSError:
+        return {}
+    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), None)
+    flags = next((set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags")), set())
+    return {"cpu_model": model, "matmul_flags": [f for f in MATMUL_FLAGS if f in flags]}
 
 
 def _cpus() -> int:
