@@ -61,13 +61,12 @@ MATMUL_FLAGS = ("amx_bf16", "avx512_bf16", "avx512_vnni", "avx2")
 
 def cpu_kind(cpuinfo: str | Path = "/proc/cpuinfo") -> dict[str, Any]:
     """The CPU's model name and which of ``MATMUL_FLAGS`` it has (empty where cpuinfo is unreadable)."""
-    try:
-        text = Path(cpuinfo).read_text()
-    except OSError:
+    from dedup_tasks.embed.e5_torch import read_cpuinfo
+
+    info = read_cpuinfo(cpuinfo)
+    if info is None:
         return {}
-    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), None)
-    flags = next((set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags")), set())
-    return {"cpu_model": model, "matmul_flags": [f for f in MATMUL_FLAGS if f in flags]}
+    return {"cpu_model": info.model, "matmul_flags": [f for f in MATMUL_FLAGS if f in info.flags]}
 
 
 def _cpus() -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import struct
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -149,6 +150,27 @@ def token_batches(lengths: list[int], batch_tokens: int) -> list[np.ndarray]:
     return batches
 
 
+class CpuInfo(NamedTuple):
+    """The first processor's model name and flags, as /proc/cpuinfo gives them."""
+
+    model: str | None
+    flags: frozenset[str]
+
+
+def read_cpuinfo(cpuinfo: str | Path = "/proc/cpuinfo") -> CpuInfo | None:
+    """The CPU's model name and flags (None where ``cpuinfo`` cannot be read)."""
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        return None
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return CpuInfo(fields.get("model name"), frozenset(re.findall(r"[a-z0-9_]+", fields.get("flags", ""))))
+
+
 def native_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
     """Whether the CPU multiplies bfloat16 natively (AMX or AVX-512 BF16).
 
@@ -156,12 +178,8 @@ def native_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
     took ~720 ms of CPU in bf16 against ~120 ms in fp32 (docs/semantic.md, third pass), while on the
     AMX host bf16 was the fast path. Unknown (no cpuinfo): fp32, the safe choice.
     """
-    try:
-        flags = Path(cpuinfo).read_text(errors="replace")
-    except OSError:
-        return False
-    words = set(re.findall(r"[a-z0-9_]+", flags.split("flags", 1)[1].split("\n", 1)[0])) if "flags" in flags else set()
-    return bool(words & {"amx_bf16", "avx512_bf16"})
+    info = read_cpuinfo(cpuinfo)
+    return info is not None and bool(info.flags & {"amx_bf16", "avx512_bf16"})
 
 
 class E5Torch:

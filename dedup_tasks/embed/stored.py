@@ -26,7 +26,6 @@ from dedup_tasks.registry.embeddings import CONTENT_KEYED, EmbeddingStore
 __all__ = ["CONTENT_KEYED", "StoredEncoder", "content_keys", "sentence_model_id"]
 
 
-
 def content_keys(texts: list[str]) -> np.ndarray:
     """The store key of each text: its 128-bit xxh3 digest in hex (a collision is out of reach at any
     registry's size)."""

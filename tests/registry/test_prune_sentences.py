@@ -6,7 +6,7 @@ import numpy as np
 import psycopg2
 from psycopg2 import sql
 
-from dedup_tasks.embed.stored import CONTENT_KEYED, StoredEncoder
+from dedup_tasks.embed.stored import CONTENT_KEYED, StoredEncoder, content_keys
 from dedup_tasks.registry.cli import db_main
 from dedup_tasks.registry.embeddings import PostgresEmbeddingStore
 from tests.embed.fakes import FakeEmbedder
@@ -48,8 +48,6 @@ def test_prune_deletes_old_sentence_vectors_only_and_moves_the_generation(pg_dsn
 
 
 def _key(text: str) -> str:
-    from dedup_tasks.embed.stored import content_keys
-
     return str(content_keys([text])[0])
 
 
