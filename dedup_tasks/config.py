@@ -267,6 +267,12 @@ class DedupConfig:
     semantic_sketch_margin_en: float | None = None
     semantic_sketch_margin_zh: float | None = None
     semantic_sketch_margin_neighbours: int = 4
+    # At most this many rewrite candidate pairs (sketch pairs the facts check left open) are confirmed in
+    # one batch, those whose sketch cosine stands furthest above their row's neighbourhood (the margin's
+    # ratio) first; the rest are not read, and a kept row with one says so in its decision (0: no cap).
+    # It bounds an hour's L4 on any host: confirming costs the transformer ~30-200 ms a pair by CPU
+    # (docs/semantic.md, session 25), while the sketch search is a few seconds an hour.
+    semantic_sketch_pair_budget: int = 0
     # HNSW's search list over the earlier batches' sketches, once they are more than 50,000 (below,
     # the search is exact): the share of rewrites whose source is found first, against time
     # (docs/semantic.md, session 18).
@@ -528,6 +534,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "semantic_sketch_margin_en": (0.0, None),
     "semantic_sketch_margin_zh": (0.0, None),
     "semantic_sketch_margin_neighbours": (1, None),
+    "semantic_sketch_pair_budget": (0, None),
     "semantic_sketch_ef_search": (1, None),
     "semantic_sketch_facts_min_new": (0, None),
     "semantic_sketch_facts_min_share": (0.0, 1.0),
