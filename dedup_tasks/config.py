@@ -268,8 +268,8 @@ class DedupConfig:
     semantic_sketch_margin_zh: float | None = None
     semantic_sketch_margin_neighbours: int = 4
     # At most this many rewrite candidate pairs (sketch pairs the facts check left open) are confirmed in
-    # one batch, those whose sketch cosine stands furthest above their row's neighbourhood (the margin's
-    # ratio) first; the rest are not read, and a kept row with one says so in its decision (0: no cap).
+    # one batch, the highest sketch cosines first; the rest are not read, and a kept row with one says so
+    # in its decision (0: no cap).
     # It bounds an hour's L4 on any host: confirming costs the transformer ~30-200 ms a pair by CPU
     # (docs/semantic.md, session 25), while the sketch search is a few seconds an hour.
     semantic_sketch_pair_budget: int = 0

@@ -120,7 +120,7 @@ def test_sketches_of_another_feature_space_are_never_searched() -> None:
 
     def found(zh_features: str) -> set[str]:
         cfg = DedupConfig(semantic_sketch_min=0.3, semantic_sketch_zh_features=zh_features)
-        _, docs, _, _, _ = SemanticLayer(cfg).sketch_pairs(b1, LayerContext(B1, cfg, registry), store,
+        _, docs, _, _ = SemanticLayer(cfg).sketch_pairs(b1, LayerContext(B1, cfg, registry), store,
                                                         story_sketches(b1, zh_features=zh_features))
         return set(docs)
 
@@ -136,7 +136,7 @@ def test_candidates_come_from_earlier_rows_and_earlier_batches_without_near_miss
     b0 = batch_of([STORY, UNRELATED], "a")
     store.put(sketch_model_id(), np.array(["a0", "a1"], object), np.array([B0, B0], object), story_sketches(b0))
     b1 = batch_of([OTHER, REWRITE, REWRITE_2], "b", hour=1)
-    rows, docs, batches, scores, _ = layer.sketch_pairs(b1, LayerContext(B1, cfg, registry), store, story_sketches(b1))
+    rows, docs, batches, scores = layer.sketch_pairs(b1, LayerContext(B1, cfg, registry), store, story_sketches(b1))
     pairs = {(int(r), str(d), str(b)) for r, d, b in zip(rows, docs, batches, strict=True)}
     assert (1, "a0", B0) in pairs and (2, "a0", B0) in pairs  # both rewrites find the earlier story
     assert (2, "b1", B1) in pairs  # and the second finds the first, an earlier row of its batch
@@ -156,7 +156,7 @@ def test_a_language_floor_overrides_the_shared_candidate_floor() -> None:
     assert set(b1.column("_lang").to_pylist()) == {"en"}
 
     def found(cfg: DedupConfig) -> set[tuple[int, str]]:
-        rows, docs, _, _, _ = SemanticLayer(cfg).sketch_pairs(b1, LayerContext(B1, cfg, registry), store, story_sketches(b1))
+        rows, docs, _, _ = SemanticLayer(cfg).sketch_pairs(b1, LayerContext(B1, cfg, registry), store, story_sketches(b1))
         return {(int(r), str(d)) for r, d in zip(rows, docs, strict=True)}
 
     assert (1, "a0") in found(DedupConfig(semantic_sketch_min=0.3))
@@ -186,7 +186,7 @@ def test_a_candidate_must_stand_out_from_its_rows_neighbourhood(others_cosine, m
     row = batch_of([OTHER], "b", hour=1)
     query = _unit(1.0, 1)[None, :]
     cfg = DedupConfig(semantic_sketch_min=0.3, semantic_sketch_margin=margin, semantic_sketch_margin_neighbours=4)
-    _, docs, _, scores, _ = SemanticLayer(cfg).sketch_pairs(row, LayerContext(B1, cfg, registry), store, query)
+    _, docs, _, scores = SemanticLayer(cfg).sketch_pairs(row, LayerContext(B1, cfg, registry), store, query)
     assert ("src" in set(docs)) is source_found
     assert np.all(scores >= 0.3)
 
@@ -208,7 +208,7 @@ def test_a_language_margin_overrides_the_shared_margin(margins, source_found) ->
     row = batch_of([OTHER], "b", hour=1)
     assert row.column("_lang").to_pylist() == ["en"]
     cfg = DedupConfig(semantic_sketch_min=0.3, semantic_sketch_margin_neighbours=4, **margins)
-    _, docs, _, _, _ = SemanticLayer(cfg).sketch_pairs(row, LayerContext(B1, cfg, registry), store, _unit(1.0, 1)[None, :])
+    _, docs, _, _ = SemanticLayer(cfg).sketch_pairs(row, LayerContext(B1, cfg, registry), store, _unit(1.0, 1)[None, :])
     assert ("src" in set(docs)) is source_found
 
 
@@ -319,12 +319,12 @@ def test_sketch_candidates_are_opt_in(fake) -> None:
     assert out.drops.num_rows == 0 and fake.encoded == []
 
 
-def test_the_pair_budget_reads_the_pairs_that_stand_out_most() -> None:
+def test_the_pair_budget_reads_the_highest_sketch_cosines() -> None:
     open_pairs = np.array([True, True, False, True, True])
-    standout = np.array([1.2, 1.5, 9.0, 1.5, 1.1])
+    sketch_cos = np.array([1.2, 1.5, 9.0, 1.5, 1.1])
 
     def unread(budget: int) -> list[int]:
-        return SemanticLayer(DedupConfig(semantic_sketch_pair_budget=budget))._over_budget(open_pairs, standout).tolist()
+        return SemanticLayer(DedupConfig(semantic_sketch_pair_budget=budget))._over_budget(open_pairs, sketch_cos).tolist()
 
     assert DedupConfig().semantic_sketch_pair_budget == 0
     assert unread(0) == [] and unread(4) == [] and unread(9) == []  # no cap, or within it
@@ -338,7 +338,7 @@ def test_the_pair_budget_reads_the_pairs_that_stand_out_most() -> None:
 def test_pairs_over_the_budget_are_not_confirmed_and_their_rows_say_so(fake) -> None:
     cfg = config()
     b0 = batch_of([STORY, UNRELATED, REWRITE, REWRITE_2], "a")
-    rows, docs, _, _, standout = SemanticLayer(cfg).sketch_pairs(
+    rows, _, _, cos = SemanticLayer(cfg).sketch_pairs(
         b0, LayerContext(B0, cfg, MemoryRegistry()), store_for(MemoryRegistry()), story_sketches(b0))
     assert set(rows.tolist()) == {2, 3} and len(rows) >= 2  # both rewrites have candidates
 
@@ -350,8 +350,8 @@ def test_pairs_over_the_budget_are_not_confirmed_and_their_rows_say_so(fake) -> 
     assert sorted(whole.drops.column("doc_id").to_pylist()) == ["a2", "a3"]
     assert "sketch_pairs_over_budget" not in whole.stats.extra
     one = run(1)
-    # Only the pair that stands out most is read: its row is dropped, the other rewrite is kept unread.
-    first = int(rows[np.argmax(standout)])
+    # Only the pair of the highest sketch cosine is read: its row is dropped, the other rewrite is kept unread.
+    first = int(rows[np.argmax(cos)])
     assert one.drops.column("doc_id").to_pylist() == [f"a{first}"]
     assert one.stats.extra["sketch_pairs_over_budget"] == len(rows) - 1
     assert one.stats.extra["rows_unread_over_budget"] == 1
