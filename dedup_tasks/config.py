@@ -269,9 +269,9 @@ class DedupConfig:
     semantic_sketch_margin_neighbours: int = 4
     # At most this many rewrite candidate pairs (sketch pairs the facts check left open) are confirmed in
     # one batch, the highest sketch cosines first; the rest are not read, and a kept row with one says so
-    # in its decision (0: no cap).
-    # It bounds an hour's L4 on any host: a confirmed pair costs the transformer about 0.05-0.35 s by
-    # CPU and language (docs/semantic.md, session 25), the sketch search a few seconds an hour.
+    # in its decision (0: no cap). It bounds an hour's L4 on any host: a confirmed pair costs the
+    # transformer about 0.05-0.35 s by CPU and language (docs/semantic.md, session 25), the sketch
+    # search a few seconds an hour.
     semantic_sketch_pair_budget: int = 0
     # HNSW's search list over the earlier batches' sketches, once they are more than 50,000 (below,
     # the search is exact): the share of rewrites whose source is found first, against time
