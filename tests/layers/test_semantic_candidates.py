@@ -581,3 +581,19 @@ def test_the_length_floor_reads_the_story_not_the_site_template_around_it() -> N
     view, story = text_lengths(batch), SemanticLayer(cfg)._story_lengths(batch, LayerContext(B0, cfg, MemoryRegistry()))
     assert view[4] >= 60 > story[4] == len("northwind shares fall 14 percent")
     assert (story[:4] == view[:4]).all() and (story[:4] >= 150).all()  # where the view lost its template, the two agree
+
+
+def test_the_decision_of_a_row_left_unread_by_the_budget_says_so(fake) -> None:
+    from dedup_tasks.pipeline import run_batch
+
+    b0 = batch_of([STORY, UNRELATED, REWRITE, REWRITE_2], "a")
+    raw = b0.select(["doc_id", "url", "title", "content", "fetched_at", "lang", "site"])
+    cfg = config(semantic_sketch_pair_budget=1, layers=("url", "exact", "simhash", "minhash", "semantic"))
+    decisions = run_batch(raw, B0, cfg, MemoryRegistry()).decisions.to_pylist()
+    by_doc = {d["doc_id"]: d for d in decisions}
+    assert len(decisions) == 4  # one decision a row
+    unread = [d for d in decisions if d["reason"] and "over the batch's budget of 1" in d["reason"]]
+    assert len(unread) == 1 and unread[0]["action"] == "keep"
+    other_rewrite = ({"a2", "a3"} - {unread[0]["doc_id"]}).pop()
+    assert [d["doc_id"] for d in decisions if d["action"] == "drop"] == [other_rewrite]
+    assert by_doc["a0"]["reason"] is None
