@@ -17,7 +17,7 @@ from dedup_tasks.embed.sketch import SKETCH_DIM, sketch_model_id, story_sketches
 from dedup_tasks.layers.base import LayerContext
 from dedup_tasks.layers.near import text_lengths
 from dedup_tasks.layers.semantic import SemanticLayer, neighbourhood_cosine
-from dedup_tasks.pipeline import prepare
+from dedup_tasks.pipeline import prepare, run_batch
 from dedup_tasks.registry.base import MemoryRegistry
 from dedup_tasks.registry.embeddings import store_for
 from tests.embed.fakes import FakeEmbedder, write_cross_encoder
@@ -584,8 +584,6 @@ def test_the_length_floor_reads_the_story_not_the_site_template_around_it() -> N
 
 
 def test_the_decision_of_a_row_left_unread_by_the_budget_says_so(fake) -> None:
-    from dedup_tasks.pipeline import run_batch
-
     b0 = batch_of([STORY, UNRELATED, REWRITE, REWRITE_2], "a")
     raw = b0.select(["doc_id", "url", "title", "content", "fetched_at", "lang", "site"])
     cfg = config(semantic_sketch_pair_budget=1, layers=("url", "exact", "simhash", "minhash", "semantic"))
