@@ -1,4 +1,5 @@
-"""Precision estimates from labels (Wilson intervals), threshold recommendations and drop rates."""
+"""Precision estimates from labels (Wilson intervals), threshold recommendations, drop rates and the
+notes of kept rows."""
 
 from __future__ import annotations
 
@@ -182,6 +183,26 @@ def drop_rates(decisions: pd.DataFrame, by: str) -> pd.DataFrame:
     out = base.join(per_layer, how="left").fillna(0)
     out["rate"] = out["dropped"] / out["rows"]
     return out.reset_index()
+
+
+def kept_notes(decisions: pd.DataFrame) -> pd.DataFrame:
+    """Per note on a kept row's decision (its reason, "; "-separated): how many kept rows of the week
+    carry it, in how many hours, and the hour with most of them (the earliest on a tie). A note says
+    what was not tested (a candidate left unread over a budget, a text too long to compare whole), so
+    the analysts see how often a row was kept without the full cascade."""
+    columns = ["note", "rows", "hours", "busiest hour", "rows that hour"]
+    if decisions.empty or "reason" not in decisions:
+        return pd.DataFrame(columns=columns)
+    kept = decisions[(decisions["action"] == "keep") & decisions["reason"].notna()]
+    notes = kept.assign(note=kept["reason"].astype(str).str.split("; ")).explode("note")
+    notes = notes[notes["note"].str.len() > 0].drop_duplicates(["doc_id", "hour", "note"])
+    if notes.empty:
+        return pd.DataFrame(columns=columns)
+    per_hour = notes.groupby(["note", "hour"]).size().reset_index(name="n")
+    busiest = per_hour.sort_values(["note", "n", "hour"], ascending=[True, False, True]).drop_duplicates("note")
+    out = per_hour.groupby("note").agg(rows=("n", "sum"), hours=("hour", "size")).join(
+        busiest.set_index("note")[["hour", "n"]].rename(columns={"hour": "busiest hour", "n": "rows that hour"}))
+    return out.reset_index().sort_values(["rows", "note"], ascending=[False, True])[columns].reset_index(drop=True)
 
 
 def threshold_passes(layer: str, score: float, threshold: float) -> bool:

@@ -325,6 +325,8 @@ def render_report(data: dict, sample: pd.DataFrame, labels: pd.DataFrame, label_
             frame = frame.assign(chart=safe_column((svg_rate_bar(row, layers) for row in frame.to_dict("records")),
                                                      frame.index))
         out.append(table_html(frame, left=[key, "chart"]) if not frame.empty else '<p class="note">none</p>')
+    if "kept_notes" in data:  # audits written before the notes were counted have none to show
+        out.append(kept_notes_html(pd.DataFrame(data["kept_notes"])))
     out.append("<h2>Score histograms</h2><p class=note>Scores of drops; dashed line: the threshold in force. "
                "Kept rows carry no score today, so the region just outside the threshold is empty.</p>")
     for layer, hist in data["histograms"].items():
@@ -380,6 +382,16 @@ def pairs_html(ordered: pd.DataFrame, current: dict, label_url: str | None, open
                    for row in group.to_dict("records"))
         out.append("</details>")
     return "\n".join(out)
+
+
+def kept_notes_html(notes: pd.DataFrame) -> str:
+    """The week's kept rows that carry a note, counted per note."""
+    head = ("<h2>Kept rows with a note</h2><p class=note>Kept rows whose decision says why they were kept "
+            "(an update of a known URL, an invalid URL) or what was not tested (a rewrite candidate left "
+            "unread over the batch's budget, a text too long to compare whole, an earlier partition that "
+            "could not be read). Untested rows are judged by rerunning their hour with the setting the note "
+            "names raised, or by re-deduplicating the archive.</p>")
+    return head + (table_html(notes, left=["note", "busiest hour"]) if not notes.empty else '<p class="note">none</p>')
 
 
 def recommendations_html(labels: pd.DataFrame, populations: pd.DataFrame, target: float) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from dedup_tasks.audit.labels import LabelError, merge_with_sample, open_label_store, read_label_file
-from dedup_tasks.audit.metrics import DEFAULT_TARGET_PRECISION, band_populations, drop_rates
+from dedup_tasks.audit.metrics import DEFAULT_TARGET_PRECISION, band_populations, drop_rates, kept_notes
 from dedup_tasks.audit.report import histogram, render_report
 from dedup_tasks.audit.sampling import (
     DEFAULT_NEAR_MISS_PER_LAYER,
@@ -86,6 +86,7 @@ def build_data(decisions: pd.DataFrame, week: str, target: float) -> dict:
         "by_hour": _jsonable(drop_rates(decisions, "hour")),
         "by_site": _jsonable(by_site),
         "by_lang": _jsonable(drop_rates(decisions, "lang")),
+        "kept_notes": _jsonable(kept_notes(decisions)),
         "histograms": histograms,
         "populations": _jsonable(band_populations(decisions, near)),
         "near_miss_note": note,

@@ -1,11 +1,17 @@
-"""Precision, Wilson intervals and threshold recommendations on known labels."""
+"""Precision, Wilson intervals, threshold recommendations and kept rows' notes on known decisions."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from dedup_tasks.audit.metrics import normalize_label, precision_table, recommend_thresholds, wilson_interval
+from dedup_tasks.audit.metrics import (
+    kept_notes,
+    normalize_label,
+    precision_table,
+    recommend_thresholds,
+    wilson_interval,
+)
 
 
 def test_wilson_known_values():
@@ -74,3 +80,30 @@ def test_normalize_label():
     assert normalize_label("") is None
     with pytest.raises(ValueError):
         normalize_label("maybe")
+
+
+def test_kept_notes_count_kept_rows_per_note():
+    budget = "rewrite candidate not confirmed: over the batch's budget of 300 sketch pairs (semantic_sketch_pair_budget)"
+    update = "url seen in an earlier batch with other content: kept as an update"
+    decisions = pd.DataFrame([
+        # doc_id, hour, action, reason
+        ("a", "2026-12-01T00", "keep", budget),
+        ("b", "2026-12-01T01", "keep", f"{update}; {budget}"),  # two notes: counted under each
+        ("c", "2026-12-01T01", "keep", budget),
+        ("d", "2026-12-01T02", "keep", update),
+        ("e", "2026-12-01T02", "keep", None),
+        ("f", "2026-12-01T02", "drop", budget),  # a drop's reason is not a kept row's note
+        ("g", "2026-12-01T02", "keep", f"{update}; {update}"),  # one row, one count per note
+    ], columns=["doc_id", "hour", "action", "reason"])
+    notes = kept_notes(decisions)  # most rows first, then by note
+    assert notes.to_dict("records") == [
+        {"note": budget, "rows": 3, "hours": 2, "busiest hour": "2026-12-01T01", "rows that hour": 2},
+        {"note": update, "rows": 3, "hours": 2, "busiest hour": "2026-12-01T02", "rows that hour": 2},
+    ]
+    # A tie for the busiest hour names the earliest.
+    tie = kept_notes(decisions[decisions["doc_id"].isin(["a", "c"])])
+    assert tie.to_dict("records") == [
+        {"note": budget, "rows": 2, "hours": 2, "busiest hour": "2026-12-01T00", "rows that hour": 1},
+    ]
+    assert kept_notes(decisions[decisions["reason"].isna()]).empty
+    assert kept_notes(decisions.iloc[:0]).empty

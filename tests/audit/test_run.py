@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pandas as pd
 
 from dedup_tasks.audit.report import diff_html
+from dedup_tasks.audit.run import run_audit
 from dedup_tasks.audit.sampling import SAMPLE_COLUMNS
 from dedup_tasks.cli import main
 from dedup_tasks.config import DedupConfig
+from tests.audit.synth import HOURS, WEEK, config_for, generate_rows, run_week
 
 
 def test_cli_writes_sample_and_report(week_root, capsys):
@@ -41,6 +44,25 @@ def test_cli_writes_sample_and_report(week_root, capsys):
     # Rerun: same sample (seeded by the week).
     assert main(["audit", "--root", str(week_root), "--week", "2026-W49", "--no-labels", "--per-stratum", "5"]) == 0
     assert pd.read_parquet(out_dir / "sample.parquet")["sample_id"].tolist() == sample["sample_id"].tolist()
+
+
+def test_the_report_counts_the_notes_of_kept_rows(tmp_path):
+    rows = generate_rows()
+    first = rows[HOURS[0]][0]
+    # Hour 01: a known URL with other content (kept as an update) and a page of a title only (too short for
+    # SimHash alone to drop it).
+    rows[HOURS[1]] += [
+        {**first, "doc_id": "update", "content": first["content"][::-1]},
+        {**first, "doc_id": "title-only", "url": "https://news.example.com/title-only", "content": ""},
+    ]
+    run_week(tmp_path, config_for(tmp_path), rows=rows)
+    result = run_audit(tmp_path, WEEK, use_labels=False)
+    notes = {n["note"]: n for n in json.loads((result.directory / "audit.json").read_text())["kept_notes"]}
+    update = "url seen in an earlier batch with other content: kept as an update"
+    assert notes[update]["rows"] == 1 and notes[update]["busiest hour"] == HOURS[1]
+    assert notes["short text: not dropped on SimHash alone"]["rows"] == 1
+    page = result.report.read_text()
+    assert "Kept rows with a note" in page and update in page
 
 
 def test_cli_errors(week_root, capsys):
