@@ -190,6 +190,13 @@ class SemanticLayer(Layer):
         unread[drops.rows] = False
         if unread.any():
             self._stats["rows_unread_over_budget"] = int(unread.sum())
+            # In the task's log, so an operator sees the budget bite without opening summary.json.
+            log.warning(
+                "semantic: %d rewrite candidate pairs over the batch's budget of %d (semantic_sketch_pair_budget) "
+                "were not confirmed; %d rows kept unread, each with a note (rerun the hour with a larger budget "
+                "to judge them)", self._stats.get("sketch_pairs_over_budget", 0),
+                self.config.semantic_sketch_pair_budget, int(unread.sum()),
+            )
             batch = add_reason(batch, unread, OVER_BUDGET_REASON.format(self.config.semantic_sketch_pair_budget))
         return batch, drops
 

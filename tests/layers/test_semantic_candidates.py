@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -335,7 +336,7 @@ def test_the_pair_budget_reads_the_highest_sketch_cosines() -> None:
         DedupConfig(semantic_sketch_pair_budget=-1)
 
 
-def test_pairs_over_the_budget_are_not_confirmed_and_their_rows_say_so(fake) -> None:
+def test_pairs_over_the_budget_are_not_confirmed_and_their_rows_say_so(fake, caplog) -> None:
     cfg = config()
     b0 = batch_of([STORY, UNRELATED, REWRITE, REWRITE_2], "a")
     rows, _, _, cos = SemanticLayer(cfg).sketch_pairs(
@@ -346,10 +347,16 @@ def test_pairs_over_the_budget_are_not_confirmed_and_their_rows_say_so(fake) -> 
         budgeted = cfg.replace(semantic_sketch_pair_budget=budget)
         return SemanticLayer(budgeted).run(b0, LayerContext(B0, budgeted, MemoryRegistry()))
 
-    whole = run(0)
+    with caplog.at_level(logging.WARNING, logger="dedup_tasks.layers.semantic"):
+        whole = run(0)
     assert sorted(whole.drops.column("doc_id").to_pylist()) == ["a2", "a3"]
     assert "sketch_pairs_over_budget" not in whole.stats.extra
-    one = run(1)
+    assert "budget" not in caplog.text
+    with caplog.at_level(logging.WARNING, logger="dedup_tasks.layers.semantic"):
+        one = run(1)
+    # The task's log says the budget bit, and by how much.
+    assert f"{len(rows) - 1} rewrite candidate pairs over the batch's budget of 1" in caplog.text
+    assert "1 rows kept unread" in caplog.text
     # Only the pair of the highest sketch cosine is read: its row is dropped, the other rewrite is kept unread.
     first = int(rows[np.argmax(cos)])
     assert one.drops.column("doc_id").to_pylist() == [f"a{first}"]
