@@ -188,8 +188,8 @@ def drop_rates(decisions: pd.DataFrame, by: str) -> pd.DataFrame:
 def kept_notes(decisions: pd.DataFrame) -> pd.DataFrame:
     """Per note on a kept row's decision (its reason, "; "-separated): how many kept rows of the week
     carry it, in how many hours, and the hour with most of them (the earliest on a tie). A note says
-    what was not tested (a candidate left unread over a budget, a text too long to compare whole), so
-    the analysts see how often a row was kept without the full cascade."""
+    why a row was kept (an update of a known URL) or what was not tested (a candidate left unread over
+    a budget, a text too long to compare whole), so analysts see how often a row escaped the full cascade."""
     columns = ["note", "rows", "hours", "busiest hour", "rows that hour"]
     if decisions.empty or "reason" not in decisions:
         return pd.DataFrame(columns=columns)
