@@ -50,6 +50,16 @@ PARAM_SPECS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
     "semantic_threshold_zh": (["null", "number"], 0.975, {"minimum": -1.0, "maximum": 1.0}),
     "semantic_threshold_en": (["null", "number"], 0.975, {"minimum": -1.0, "maximum": 1.0}),
     "keep_url_updates": ("boolean", True, {}),
+    # The opt-in rewrite path's pair budget: a run that raises it judges the rows an earlier run of the
+    # hour left unread (their decisions say "over the batch's budget"). Null: the deployment's setting.
+    "semantic_sketch_pair_budget": (
+        ["null", "integer"],
+        None,
+        {
+            "minimum": 0,
+            "description": "rewrite candidate pairs confirmed at most (0: no cap; empty: the deployment's setting)",
+        },
+    ),
 }
 
 

@@ -74,6 +74,20 @@ def test_params_are_validated(dag):
         dag.params.get_param("layers").resolve(["url", "bogus"])
     with pytest.raises(ParamValidationError):
         dag.params.get_param("simhash_max_distance").resolve(-1)
+    with pytest.raises(ParamValidationError):
+        dag.params.get_param("semantic_sketch_pair_budget").resolve(-1)
+
+
+def test_a_run_can_raise_the_pair_budget_and_an_empty_param_keeps_the_deployments(dag, monkeypatch):
+    from dedup_tasks.airflow_support import config_from_params
+
+    monkeypatch.setenv("DEDUP_SEMANTIC_SKETCH_PAIR_BUDGET", "300")
+    param = dag.params.get_param("semantic_sketch_pair_budget")
+    assert param.resolve(None) is None  # the trigger form's default
+    assert config_from_params({"semantic_sketch_pair_budget": param.resolve(None)}).semantic_sketch_pair_budget == 300
+    # A rerun of an hour whose rows were left unread, with a larger budget or none.
+    assert config_from_params({"semantic_sketch_pair_budget": param.resolve(2000)}).semantic_sketch_pair_budget == 2000
+    assert config_from_params({"semantic_sketch_pair_budget": param.resolve(0)}).semantic_sketch_pair_budget == 0
 
 
 def _run_dag(dag, root: Path, hour: str, monkeypatch, dsn: str, schema: str) -> None:

@@ -594,7 +594,8 @@ def test_the_decision_of_a_row_left_unread_by_the_budget_says_so(fake) -> None:
     b0 = batch_of([STORY, UNRELATED, REWRITE, REWRITE_2], "a")
     raw = b0.select(["doc_id", "url", "title", "content", "fetched_at", "lang", "site"])
     cfg = config(semantic_sketch_pair_budget=1, layers=("url", "exact", "simhash", "minhash", "semantic"))
-    decisions = run_batch(raw, B0, cfg, MemoryRegistry()).decisions.to_pylist()
+    registry = MemoryRegistry()
+    decisions = run_batch(raw, B0, cfg, registry).decisions.to_pylist()
     by_doc = {d["doc_id"]: d for d in decisions}
     assert len(decisions) == 4  # one decision a row
     unread = [d for d in decisions if d["reason"] and "over the batch's budget of 1" in d["reason"]]
@@ -602,3 +603,7 @@ def test_the_decision_of_a_row_left_unread_by_the_budget_says_so(fake) -> None:
     other_rewrite = ({"a2", "a3"} - {unread[0]["doc_id"]}).pop()
     assert [d["doc_id"] for d in decisions if d["action"] == "drop"] == [other_rewrite]
     assert by_doc["a0"]["reason"] is None
+    # What the note advises: the hour run again with a larger budget judges the unread row too.
+    again = run_batch(raw, B0, cfg.replace(semantic_sketch_pair_budget=0), registry).decisions.to_pylist()
+    assert sorted(d["doc_id"] for d in again if d["action"] == "drop") == ["a2", "a3"]
+    assert not any(d["reason"] and "budget" in d["reason"] for d in again)
