@@ -16,6 +16,9 @@ REQUIRED_COLUMNS: dict[str, pa.DataType] = {
 OPTIONAL_COLUMNS: dict[str, pa.DataType] = {"lang": pa.string()}
 TEXT_COLUMNS = ("doc_id", "url", "title", "content", "lang")
 
+# A decision's reason is its notes joined by this (a layer's note, then later ones): readers split on it.
+REASON_SEPARATOR = "; "
+
 DECISIONS_SCHEMA = pa.schema(
     [
         ("doc_id", pa.string()),

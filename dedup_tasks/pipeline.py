@@ -17,7 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dedup_tasks.config import ALL_LAYERS, DedupConfig
-from dedup_tasks.contract import DECISIONS_SCHEMA, check_rows, conform_schema, repair_text, sort_batch
+from dedup_tasks.contract import (
+    DECISIONS_SCHEMA,
+    REASON_SEPARATOR,
+    check_rows,
+    conform_schema,
+    repair_text,
+    sort_batch,
+)
 from dedup_tasks.fingerprint.content_hash import content_hashes
 from dedup_tasks.fingerprint.hashing import strings_from_spans
 from dedup_tasks.fingerprint.minhash import MinHasher
@@ -445,7 +452,7 @@ def _repoint_to_committed(decisions: pa.Table, batch_id: str) -> pa.Table:
     batch[hit] = [target[d][1] for d in frame.matched_doc_id.to_numpy(dtype=object)[hit]]
     reason = frame.reason.to_numpy(dtype=object).copy()
     note = "matched document of this batch was dropped at commit; names what it was dropped for"
-    reason[hit] = [note if not isinstance(r, str) else f"{r}; {note}" for r in reason[hit]]
+    reason[hit] = [note if not isinstance(r, str) else f"{r}{REASON_SEPARATOR}{note}" for r in reason[hit]]
     for name, values in (("matched_doc_id", doc), ("matched_batch_id", batch), ("reason", reason)):
         decisions = decisions.set_column(decisions.column_names.index(name), name, pa.array(values, pa.string(), from_pandas=True))
     return decisions

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dedup_tasks.audit.sampling import CROSS_BAND, DISTANCE_LAYERS, SINGLE_BAND_LAYERS, band_order
+from dedup_tasks.contract import REASON_SEPARATOR
 
 DEFAULT_TARGET_PRECISION = 0.98
 DUPLICATE = "duplicate"
@@ -186,7 +187,7 @@ def drop_rates(decisions: pd.DataFrame, by: str) -> pd.DataFrame:
 
 
 def kept_notes(decisions: pd.DataFrame) -> pd.DataFrame:
-    """Per note on a kept row's decision (its reason, "; "-separated): how many kept rows of the week
+    """Per note on a kept row's decision (its reason, split at ``REASON_SEPARATOR``): how many kept rows of the week
     carry it, in how many hours, and the hour with most of them (the earliest on a tie). A note says
     why a row was kept (an update of a known URL) or what was not tested (a candidate left unread over
     a budget, a text too long to compare whole), so analysts see how often a row escaped the full cascade."""
@@ -194,7 +195,7 @@ def kept_notes(decisions: pd.DataFrame) -> pd.DataFrame:
     if decisions.empty or "reason" not in decisions:
         return pd.DataFrame(columns=columns)
     kept = decisions[(decisions["action"] == "keep") & decisions["reason"].notna()]
-    notes = kept.assign(note=kept["reason"].astype(str).str.split("; ")).explode("note")
+    notes = kept.assign(note=kept["reason"].astype(str).str.split(REASON_SEPARATOR, regex=False)).explode("note")
     notes = notes[notes["note"].str.len() > 0].drop_duplicates(["doc_id", "hour", "note"])
     if notes.empty:
         return pd.DataFrame(columns=columns)

@@ -189,13 +189,13 @@ class SemanticLayer(Layer):
         unread[self._unread_rows] = True
         unread[drops.rows] = False
         if unread.any():
-            budget = self.config.semantic_sketch_pair_budget
-            self._stats["rows_unread_over_budget"] = int(unread.sum())
+            budget, rows = self.config.semantic_sketch_pair_budget, int(unread.sum())
+            self._stats["rows_unread_over_budget"] = rows
             # In the task's log, so an operator sees the budget bite without opening summary.json.
             log.warning(
                 "semantic: %d rewrite candidate pairs over the batch's budget of %d (semantic_sketch_pair_budget) "
                 "were not confirmed; %d rows kept unread, each with a note (rerun the hour with a larger budget "
-                "to judge them)", self._stats.get("sketch_pairs_over_budget", 0), budget, int(unread.sum()),
+                "to judge them)", self._stats.get("sketch_pairs_over_budget", 0), budget, rows,
             )
             batch = add_reason(batch, unread, OVER_BUDGET_REASON.format(budget))
         return batch, drops
