@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from bench.__main__ import SIZES, crawl, hour_ids, write_result
+from bench.harness import SIZES, crawl, hour_ids, write_result
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.hashing import codepoints

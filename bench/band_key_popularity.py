@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.__main__ import crawl, hour_ids, write_result
+from bench.harness import crawl, hour_ids, write_result
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint.candidates import pair_overlap
 from dedup_tasks.fingerprint.minhash import MinHasher

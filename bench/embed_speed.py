@@ -17,7 +17,7 @@ import numpy as np
 
 
 def texts_of_hour(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
-    from bench.__main__ import crawl, hour_ids
+    from bench.harness import crawl, hour_ids
     from dedup_tasks.config import DedupConfig
     from dedup_tasks.io import BatchPaths, read_input
     from dedup_tasks.layers.semantic import SemanticLayer
@@ -62,7 +62,7 @@ def _speed(embedder: str, texts: list[str], heads: list[int]) -> list[dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.__main__ import write_result
+    from bench.harness import write_result
 
     p = argparse.ArgumentParser(prog="python -m bench.embed_speed")
     p.add_argument("--docs", type=int, default=60)

@@ -20,7 +20,7 @@ import time
 
 import pandas as pd
 
-from bench.__main__ import SIZES, crawl, run_ours, write_result
+from bench.harness import SIZES, crawl, run_ours, write_result
 
 
 def main(argv: list[str] | None = None) -> int:

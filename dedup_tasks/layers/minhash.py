@@ -193,7 +193,7 @@ def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> E
     batch stripped (kept beside the partition's files, ``io.read_published_rows``). A partition
     published without them is read whole and its template lines learned over its kept rows, as before."""
     from dedup_tasks.io import partition_of, read_published_rows
-    from dedup_tasks.pipeline import prepare
+    from dedup_tasks.prepare import prepare
 
     started = time.perf_counter()
     doc_ids = np.asarray(doc_ids, object).astype(str)
