@@ -38,15 +38,17 @@ SIZES = {
 CASCADE_LAYERS = ("url", "exact", "simhash", "minhash")
 
 
-def write_result(name: str, data: dict) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
+def write_result(name: str, data: dict, directory: Path | None = None) -> Path:
+    """``<directory>/<name>.json`` (default ``bench/results``) with the machine it ran on, atomically."""
+    directory = RESULTS if directory is None else directory
+    directory.mkdir(parents=True, exist_ok=True)
     data = {
         "name": name,
         "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": _cpus(), "python": platform.python_version(), "platform": platform.platform(), **cpu_kind()},
         **data,
     }
-    path = RESULTS / f"{name}.json"
+    path = directory / f"{name}.json"
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=float))
     tmp.replace(path)

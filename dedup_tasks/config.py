@@ -310,7 +310,7 @@ class DedupConfig:
     # "cross" confirms as "aligned" does, but a language with a cross-encoder file scores its pairs by
     # the mean cross-encoder logit over the aligned sentences (dedup_tasks.embed.cross_encoder) and drops
     # at semantic_cross_threshold_<lang>, a logit (model-specific: it comes with the file). No file ships:
-    # the recipe (bench.cross_probe --save-model) trains on research-only pairs. A language without a
+    # the recipe (bench.research.cross_probe --save-model) trains on research-only pairs. A language without a
     # file keeps the aligned cosine and its semantic_sketch_threshold_<lang>. A relative path is read
     # from the working directory of the process (an Airflow worker's may differ from yours).
     semantic_cross_encoder_en: str = ""

@@ -3,7 +3,7 @@
 The bi-encoder's cosine reads each text alone; a cross-encoder reads two sentences together, as one
 sequence ``<s> A </s></s> B </s>``, and gives one logit for "the same statement". It is the shipped
 e5-small encoder (``embed.e5_torch``) with fine-tuned weights and one linear unit on its mean-pooled
-vector, loaded from a file ``bench.cross_probe --save-model`` writes. No weights ship with the
+vector, loaded from a file ``bench.research.cross_probe --save-model`` writes. No weights ship with the
 product: the recipe trains on research-only paraphrase pairs, so a deployment trains its own and
 names the file (config ``semantic_cross_encoder_<lang>``). Nothing is downloaded.
 
@@ -33,14 +33,14 @@ import xxhash
 from dedup_tasks.config import CROSS_SCORES
 from dedup_tasks.embed.aligned import aligned_pairs
 
-# The pooled vector is L2-normalized; the head was trained on it scaled by this (bench.cross_probe).
+# The pooled vector is L2-normalized; the head was trained on it scaled by this (bench.research.cross_probe).
 POOLED_SCALE = 10.0
 # Pairs are read in batches of like length, at most this many padded tokens (``e5_torch.token_batches``):
 # in the order they come, a batch is as long as its longest pair.
 PAIR_BATCH_TOKENS = 2048
 # How far below the drop threshold a story read in one order must score to be left unread the other
 # way round, per score kind: about twice the largest one-order error of any dev story (en, mean
-# logit: 0.84; zh, prob_cos: 0.041; docs/semantic.md, session 20). ``bench.cross_probe`` prints that
+# logit: 0.84; zh, prob_cos: 0.041; docs/semantic.md, session 20). ``bench.research.cross_probe`` prints that
 # error for a newly trained model.
 ORDER_BAND = {"logit": 1.5, "prob_cos": 0.1}
 # Given a threshold, a story's first order is read in rounds of this many sentences, lowest aligned
@@ -108,7 +108,7 @@ class CrossEncoder:
             side = int(state["side"])
         except (KeyError, RuntimeError, TypeError, ValueError, pickle.UnpicklingError) as exc:
             raise CrossEncoderError(
-                f"cross-encoder file {path} is not a bench.cross_probe --save-model file for the shipped e5-small: {exc}"
+                f"cross-encoder file {path} is not a bench.research.cross_probe --save-model file for the shipped e5-small: {exc}"
             ) from exc
         # The model id names the weights, not the path: a retrained file is another model.
         self._set(model, head, side, "cross-e5-" + xxhash.xxh64_hexdigest(raw)[:12])

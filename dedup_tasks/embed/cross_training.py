@@ -13,7 +13,7 @@ both ways round, 16 pairs a step, warm-up over 5% of the steps then a linear dec
 cores. The file is written to a temporary name and renamed: an interrupted run leaves no half file.
 
 A model's logits have no fixed scale: its threshold (``semantic_cross_threshold_<lang>``) is read on
-held-out pairs of the deployment's own, as ``bench.cross_probe`` does on the dev stories.
+held-out pairs of the deployment's own, as ``bench.research.cross_probe`` does on the dev stories.
 """
 
 from __future__ import annotations

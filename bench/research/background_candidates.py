@@ -1,6 +1,6 @@
 """How many registered documents does one lookup return that are *not* near copies? (docs/registry.md)
 
-    python -m bench.background_candidates [--size small] [--seed 0]
+    python -m bench.research.background_candidates [--size small] [--seed 0]
 
 The registry benchmark fills its registry with uniform random band keys, so a lookup there finds
 almost nothing but the planted copies. Real documents of one language share common shingles
@@ -12,13 +12,13 @@ the registry: at N registered documents a lookup returns ~rate x N of them.
 This measures the rate with the product's own shingles (``prepare_with_text`` + ``minhash_rows``, the
 default config) on the generated hour's originals (distinct articles of the eval corpora) and, on the
 same hour, the LSH recall of the planted near copies against their sources, for the default banding
-and for more selective ones. Writes bench/results/background-candidates.json.
+and for more selective ones. Writes bench/work/research/background-candidates.json.
 
 ``--index`` measures instead variants of the registry *index* (the band keys of a second MinHash over
 index-only English shingles: a stoplist of common 5-grams learned on another seed's hour, in-word
 5-grams, word 3-grams; the verifier's Jaccard stays the product's) for 16/24/32/42 x 3 bands, one or
 two agreeing: counted chance rates, their expectation from every pair's exact index Jaccard, planted
-recall, and the CPU of the second signature. Writes bench/results/background-candidates-index.json.
+recall, and the CPU of the second signature. Writes bench/work/research/background-candidates-index.json.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from bench.harness import SIZES, crawl, hour_ids, write_result
+from bench.research import RESULTS
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.hashing import codepoints
@@ -97,7 +98,7 @@ def exact_jaccard(hashes: np.ndarray, offsets: np.ndarray, i: int, j: int) -> fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.background_candidates", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.research.background_candidates", description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", default="small", choices=list(SIZES))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--docs", type=int, default=None, help="--index: documents in the generated hour (default: the size's)")
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stoplist", action="append", default=[], metavar="NAME_OR_FILE",
                         help="--index: also measure this stoplist (a built-in name or a .u32 file; repeatable)")
     parser.add_argument("--only", default=None, help="--index: measure only the variants whose name contains this")
-    parser.add_argument("--output", default="background-candidates-index", help="result name of --index (bench/results/NAME.json)")
+    parser.add_argument("--output", default="background-candidates-index", help="result name of --index (bench/work/research/NAME.json)")
     args = parser.parse_args(argv)
     if args.index:
         return measure_index(args)
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         if dup and kind != "exact" and isinstance(s, str) and s in row_of and j == j and j >= 0.5
     ]  # fmt: skip
     out: dict = {
-        "command": "python -m bench.background_candidates " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m bench.research.background_candidates " + " ".join(sys.argv[1:] if argv is None else argv),
         "crawl": root.name,
         "originals": {lg: int((original & (lang == lg)).sum()) for lg in ("en", "zh")},
         "near_copies_scored": len(near_rows),
@@ -186,14 +187,14 @@ def main(argv: list[str] | None = None) -> int:
             f" | theory J0.5 {result['recall_theory']['0.50']:.3f}"
         )
     out["seconds"] = time.perf_counter() - started
-    write_result("background-candidates", out)
+    write_result("background-candidates", out, RESULTS)
     return 0
 
 
 # ---------------------------------------------------------------------------------------------------
 # Registry index variants (docs/registry.md, "Background candidates: index-only shingles")
 #
-#     python -m bench.background_candidates --index [--seed 0] [--stoplist-seed 1]
+#     python -m bench.research.background_candidates --index [--seed 0] [--stoplist-seed 1]
 #
 # The registry's band keys could be taken over another shingle set than the verifier's (a second
 # MinHash signature per document, for the index only): the verifier keeps the product's 5-grams. Each
@@ -399,7 +400,7 @@ def measure_index(args) -> int:
     near_j = np.array([exact_jaccard(*product, a, b) for a, b in near_pairs])
     near_lang = lang[near_pairs[:, 1]]
     out: dict = {
-        "command": "python -m bench.background_candidates " + " ".join(sys.argv[1:]),
+        "command": "python -m bench.research.background_candidates " + " ".join(sys.argv[1:]),
         "crawl": root.name,
         "stoplist_learned_on": {"crawl": f"seed {train_seed}", "english_originals": train_docs, "sizes": {f"{c:.1%}": len(s) for c, s in stoplists.items()}},
         "originals": {lg: len(rows) for lg, rows in pools.items()},
@@ -476,7 +477,7 @@ def measure_index(args) -> int:
         out["variants"][name] = entry
     out["cpu"] = index_cpu(view, near, config, product, stoplists[0.01], is_en, cp, cp_offsets)
     out["seconds"] = time.perf_counter() - started
-    write_result(args.output, out)
+    write_result(args.output, out, RESULTS)
     return 0
 
 

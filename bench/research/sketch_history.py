@@ -1,5 +1,5 @@
 """The rewrite-sketch search over history, flat against the HNSW mirror:
-``python -m bench.sketch_history [--sizes 20000,100000,400000] [--hour 20000] [--db-url URL]``.
+``python -m bench.research.sketch_history [--sizes 20000,100000,400000] [--hour 20000] [--db-url URL]``.
 
 For each history size N: N stored sketches (256-d, unit length) in a PostgreSQL embedding store, then
 one hour of ``--hour`` new sketches searched for their k=4 nearest earlier sketches, two ways:
@@ -15,7 +15,7 @@ the HNSW recall of the exact search's neighbours: the share of each source's exa
 returns, and the share of rewrites whose source it ranks first (what a candidate needs).
 Sketches are synthetic: clusters of 20 noisy copies around random centres, so that a neighbour is
 as near as the crawl's rewrites are (cosine 0.5-0.9) while most of the history is far. Writes
-``bench/results/sketch-history.json``.
+``bench/work/research/sketch-history.json``.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
+from bench.research import RESULTS
 from dedup_tasks.embed.faiss_index import PersistentIndex, search_flat
 from dedup_tasks.embed.sketch import SKETCH_DIM
 
 MODEL = "sketch:bench"
 K = 4
-RESULTS = Path(__file__).parent / "results"
 
 
 def clustered(n: int, rng: np.random.Generator, cluster: int = 20) -> np.ndarray:
@@ -128,7 +128,7 @@ def _measure(store: Any, root: Path, size: int, hour: int, rng: np.random.Genera
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.sketch_history", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.research.sketch_history", description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="20000,100000,400000")
     p.add_argument("--hour", type=int, default=20_000)
     p.add_argument("--ef-search", default="128,256,512", help="HNSW search lists to time (semantic_sketch_ef_search)")
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     ef_searches = [int(e) for e in args.ef_search.split(",")]
     rows = [measure(int(n), args.hour, args.db_url, rng, ef_searches) for n in args.sizes.split(",")]
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps({"runs": rows, "written_at": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2) + "\n")
     return 0
 

@@ -1,4 +1,4 @@
-"""The dev-only threshold rule of bench.cross_probe (the probe itself trains a model: not a unit test)."""
+"""The dev-only threshold rule of bench.research.cross_probe (the probe itself trains a model: not a unit test)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from bench.cross_probe import _tail_threshold
+from bench.research.cross_probe import _tail_threshold
 
 
 def test_the_tail_threshold_is_set_by_the_hardest_datasets_negatives() -> None:
@@ -30,7 +30,7 @@ def test_more_files_add_training_pairs_but_never_a_held_out_story_or_a_test_file
 
     if not eval_data_available("pairs"):
         pytest.skip(missing_reason("pairs"))
-    from bench.train_pair_head import MORE_TRAIN_FILES, TRAIN_FILES, held_out_text, training_pairs
+    from bench.research.train_pair_head import MORE_TRAIN_FILES, TRAIN_FILES, held_out_text, training_pairs
 
     a, b, y, counts = training_pairs("zh", random_pairs=False, stories_only=True)
     a2, b2, y2, counts2 = training_pairs("zh", random_pairs=False, stories_only=True, more_files=True)
@@ -48,8 +48,8 @@ def test_a_second_language_adds_its_pairs_but_never_its_held_out_stories() -> No
 
     if not eval_data_available("pairs"):
         pytest.skip(missing_reason("pairs"))
-    from bench.cross_probe import training_set
-    from bench.train_pair_head import held_out_text
+    from bench.research.cross_probe import training_set
+    from bench.research.train_pair_head import held_out_text
 
     a, _, y = training_set("zh", random_pairs=False, stories_only=True)
     a2, b2, y2 = training_set("zh", "en", random_pairs=False, stories_only=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.background_candidates import Banding, band_agreements, exact_jaccard
+from bench.research.background_candidates import Banding, band_agreements, exact_jaccard
 from dedup_tasks.fingerprint.minhash import lsh_recall
 
 
@@ -31,7 +31,7 @@ def test_exact_jaccard_reads_the_rows_sets() -> None:
     assert exact_jaccard(hashes, offsets, 0, 1) == pytest.approx(2 / 4)
 
 
-# --- registry index variants (python -m bench.background_candidates --index) ---
+# --- registry index variants (python -m bench.research.background_candidates --index) ---
 
 
 def _sets(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -51,7 +51,7 @@ def _synthetic_language(rng: np.random.Generator, docs: int, common: np.ndarray)
 
 
 def test_stoplist_learned_elsewhere_removes_the_common_shingles_and_the_chance_candidates() -> None:
-    from bench.background_candidates import (
+    from bench.research.background_candidates import (
         document_frequency_stoplist,
         drop_shingles,
         unique_keys,
@@ -82,7 +82,7 @@ def test_stoplist_learned_elsewhere_removes_the_common_shingles_and_the_chance_c
 
 
 def test_drop_shingles_only_touches_the_given_rows_and_never_empties_a_set() -> None:
-    from bench.background_candidates import drop_shingles
+    from bench.research.background_candidates import drop_shingles
 
     hashes, offsets = _sets([[1, 2, 3], [1, 2], [1, 4]])
     out_h, out_o = drop_shingles(hashes, offsets, np.array([1, 2], np.uint32), np.array([True, True, False]))
@@ -91,7 +91,7 @@ def test_drop_shingles_only_touches_the_given_rows_and_never_empties_a_set() -> 
 
 
 def test_members_is_isin() -> None:
-    from bench.background_candidates import members
+    from bench.research.background_candidates import members
 
     values = np.random.default_rng(3).integers(0, 1 << 32, 50_000, dtype=np.uint64).astype(np.uint32)
     of = np.unique(values[:300])
@@ -102,7 +102,7 @@ def test_members_is_isin() -> None:
 def test_in_word_5grams_are_the_product_5grams_that_do_not_cross_a_space() -> None:
     import pyarrow as pa
 
-    from bench.background_candidates import in_word_shingles, pick_sets
+    from bench.research.background_candidates import in_word_shingles, pick_sets
     from dedup_tasks.fingerprint import kernels
     from dedup_tasks.fingerprint.hashing import codepoints
 
@@ -127,7 +127,7 @@ def test_in_word_5grams_are_the_product_5grams_that_do_not_cross_a_space() -> No
 
 
 def test_pairwise_jaccard_matrix_and_candidate_probability() -> None:
-    from bench.background_candidates import (
+    from bench.research.background_candidates import (
         candidate_probability,
         jaccard_matrix,
         set_sizes_and_intersections,

@@ -1,6 +1,6 @@
 """Would MinHash find what the registry SimHash lookup finds? (docs/registry.md, "SimHash at 10B")
 
-    python -m bench.simhash_registry_hits [--size hours3] [--seed 0]
+    python -m bench.research.simhash_registry_hits [--size hours3] [--seed 0]
 
 Runs the generated crawl's hours twice through the cascade with an in-memory registry, publishing
 each hour as the DAG would (L3 reads registered text back from there): once with every layer
@@ -8,7 +8,7 @@ each hour as the DAG would (L3 reads registered text back from there): once with
 drop* is a first-run drop by the simhash layer whose match is in an earlier hour. For each, the
 second run says whether MinHash (its LSH bands and verifier, against the registry or earlier rows
 of the batch) dropped the same document instead, and whether the drop was right (truth.parquet).
-Writes bench/results/simhash-registry-hits.json.
+Writes bench/work/research/simhash-registry-hits.json.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ import time
 import pandas as pd
 
 from bench.harness import SIZES, crawl, run_ours, write_result
+from bench.research import RESULTS
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.simhash_registry_hits", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.research.simhash_registry_hits", description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", default="hours3", choices=list(SIZES))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     is_dup = truth.set_index("doc_id")[dup_col] if dup_col else None
     found = other["action"].to_numpy() == "drop"
     out = {
-        "command": "python -m bench.simhash_registry_hits " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m bench.research.simhash_registry_hits " + " ".join(sys.argv[1:] if argv is None else argv),
         "size": args.size,
         "docs": int(len(full)),
         "simhash_drops": int(len(sim)),
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         missed = reg["doc_id"].to_numpy()[~found]
         out["missed_true_duplicates"] = int(is_dup.reindex(missed).fillna(False).astype(bool).sum())
     print(out)
-    write_result("simhash-registry-hits", out)
+    write_result("simhash-registry-hits", out, RESULTS)
     return 0
 
 

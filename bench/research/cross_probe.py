@@ -1,12 +1,12 @@
 """Does e5-small fine-tuned as a cross-encoder confirm rewrites better than the aligned cosine? (docs/semantic.md, sessions 13-15)
 
-    python -m bench.cross_probe [--lang en|zh] [--with-lang en|zh] [--steps 700] [--decay] [--no-random] [--hold-stories-only]
+    python -m bench.research.cross_probe [--lang en|zh] [--with-lang en|zh] [--steps 700] [--decay] [--no-random] [--hold-stories-only]
                                 [--more-files] [--seed 0] [--save-model M.pt] [--save S.npz]
-    python -m bench.cross_probe rescore M.pt en S.npz     # a saved model against today's sentence alignment
-    python -m bench.cross_probe report S.npz              # the tables again, from the saved scores
+    python -m bench.research.cross_probe rescore M.pt en S.npz     # a saved model against today's sentence alignment
+    python -m bench.research.cross_probe report S.npz              # the tables again, from the saved scores
 
 Trains e5-small (``embed.e5_torch``) as a cross-encoder (``embed.cross_training.train``) on the train
-pairs of ``bench.train_pair_head`` (the dev stories' sentences left out, with ``--hold-stories-only``
+pairs of ``bench.research.train_pair_head`` (the dev stories' sentences left out, with ``--hold-stories-only``
 only those of the stories evaluated here; ``--no-random`` without its random pairings): each pair is read
 as one sequence ``<s> A </s></s> B </s>`` (both orders, 64 tokens a side), its mean-pooled vector goes
 through one linear unit, binary cross-entropy, every encoder weight trained (the token table stays
@@ -36,8 +36,8 @@ def save_scores(cross, lang: str, path: str) -> None:
     import torch
 
     from bench.evaldata import eval_data_dir
+    from bench.research.train_pair_head import EVAL_STORIES
     from bench.reworded import stories
-    from bench.train_pair_head import EVAL_STORIES
     from dedup_tasks.embed.aligned import aligned_pairs
     from dedup_tasks.embed.e5_torch import E5Torch
 
@@ -65,9 +65,9 @@ def save_scores(cross, lang: str, path: str) -> None:
 def training_set(
     lang: str, with_lang: str = "", random_pairs: bool = True, stories_only: bool = False, more_files: bool = False
 ) -> tuple[list[str], list[str], np.ndarray]:
-    """The training pairs of ``lang`` (``bench.train_pair_head.training_pairs``), then, for one
+    """The training pairs of ``lang`` (``bench.research.train_pair_head.training_pairs``), then, for one
     multilingual model, those of ``with_lang`` (its own held-out dev stories left out too)."""
-    from bench.train_pair_head import training_pairs
+    from bench.research.train_pair_head import training_pairs
 
     a, b, y, _ = training_pairs(lang, random_pairs=random_pairs, stories_only=stories_only, more_files=more_files)
     if with_lang:
@@ -142,7 +142,7 @@ def report(path: str, rate: float = 0.005) -> None:
     precision 1.0, and the normal-tail rule) applied to test."""
     from statistics import NormalDist
 
-    from bench.reworded_tune import _recall_at
+    from bench.research.reworded_tune import _recall_at
 
     f = np.load(path)
     scores: dict[str, dict[str, np.ndarray]] = {}
@@ -157,7 +157,7 @@ def report(path: str, rate: float = 0.005) -> None:
     sent = scores["test"]
     story_t = f["test_story"]
     sym_t = sym_of["test"]
-    from bench.train_pair_head import auc
+    from bench.research.train_pair_head import auc
     if "mrpc_test_logit" in f:
         lab = f["mrpc_test_label"].astype(float)
         print(f"MRPC test, all {len(lab)} pairs: AUC of the cross logit {auc(f['mrpc_test_logit'], lab):.3f}, "

@@ -1,4 +1,4 @@
-"""Train ``bench/results/pair_head.npz``: ``python -m bench.train_pair_head [out.npz]``.
+"""Train ``bench/work/research/pair_head.npz``: ``python -m bench.research.train_pair_head [out.npz]``.
 
 Deterministic (fixed seeds, full-batch L-BFGS). Reads only *train* files of ``pairs/`` (found through
 ``DEDUP_EVAL_DATA``): English MRPC train (label 1 / 0) and STS-B train (>= 4 / <= 2), Chinese ATEC
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.evaldata import eval_data_dir
-from bench.pair_head import HEAD_PATH, lexical_grid, pair_features
+from bench.research.pair_head import HEAD_PATH, lexical_grid, pair_features
 from bench.reworded import _rule, stories
 
 TRAIN_FILES = {
@@ -139,7 +139,7 @@ def main(argv: list[str]) -> None:
                         "val_auc_head": round(best[2], 4), "val_auc_cosine": round(best[3], 4),
                         "seconds": round(time.perf_counter() - started, 1)}
         print(lang, json.dumps(report[lang]), flush=True)
-    arrays["meta_command"] = np.array("python -m bench.train_pair_head")
+    arrays["meta_command"] = np.array("python -m bench.research.train_pair_head")
     arrays["meta_report"] = np.array(json.dumps(report, sort_keys=True))
     arrays["meta_encoder"] = np.array(f"e5 (dedup_tasks.embed.e5_torch), {MAX_TOKENS} tokens, query: prefix")
     np.savez_compressed(out, **arrays)

@@ -6,12 +6,12 @@ corpora label exactly that difference, so a small classifier learns it from thei
 features the frozen encoder already gives: ``u*v`` and ``|u-v|`` (which dimensions agree), the cosine,
 and the lexical overlap of the two sentences (word sets in English, character bigrams in Chinese).
 One logistic regression per language; weights, feature scaling and provenance in
-``bench/results/pair_head.npz`` (written by ``python -m bench.train_pair_head``, deterministic; 20 kB).
+``bench/work/research/pair_head.npz`` (written by ``python -m bench.research.train_pair_head``, deterministic; 20 kB).
 Nothing is downloaded.
 
 An experiment of the bench, not a confirmer of the pipeline: on the dev stories it did not separate
 rewrites from same-topic negatives better than the cosine (docs/semantic.md, "Session sem19"), so it
-was not wired into ``layers/semantic.py``. ``python -m bench.reworded_tune dev trained`` measures it.
+was not wired into ``layers/semantic.py``. ``python -m bench.research.reworded_tune dev trained`` measures it.
 
 A story pair is scored like ``embed.aligned``: the mean over the newer's sentences of the best head
 probability against a sentence of the earlier.
@@ -27,9 +27,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from bench.research import RESULTS
 from dedup_tasks.embed.aligned import embedded_sentences
 
-HEAD_PATH = Path(__file__).resolve().parent / "results" / "pair_head.npz"
+HEAD_PATH = RESULTS / "pair_head.npz"
+
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CJK_DROP = re.compile(r"[\s\W_]+", re.UNICODE)
 LEXICAL_FEATURES = 4  # Jaccard, containment, length ratio (chars), both-empty flag

@@ -1,13 +1,13 @@
 """Does fine-tuning e5 on the train pairs separate the reworded dev stories better? (docs/semantic.md, session 12)
 
-    python -m bench.finetune_probe [--mode bitfit|full] [--steps 300] [--lr 2e-3]
+    python -m bench.research.finetune_probe [--mode bitfit|full] [--steps 300] [--lr 2e-3]
 
 Trains e5-small (``embed.e5_torch``, bf16 where the CPU has it) on the English pairs that
-``bench.train_pair_head`` trains on (MRPC train 1/0, STS-B train >= 4 / <= 2, one random pairing per
+``bench.research.train_pair_head`` trains on (MRPC train 1/0, STS-B train >= 4 / <= 2, one random pairing per
 positive; every pair with a sentence of the evaluated dev stories left out) with the CoSENT loss over the
 pair cosines, 32 pairs a step: ``bitfit`` trains the biases and LayerNorms only (60k parameters),
 ``full`` every encoder weight (the token table stays 4-bit and frozen). Then scores the first 600 English
-dev stories as ``bench.reworded_tune dev trained`` does (sentence-aligned, 64-token sentences; head
+dev stories as ``bench.research.reworded_tune dev trained`` does (sentence-aligned, 64-token sentences; head
 cosine, 128 tokens) with the base and the tuned weights, and prints recall at precision 1.0 / 0.95.
 Nothing is written to the product; the model stays in memory. Deterministic seeds; ~1.3-1.5 s a step on
 2 cores (AMX).
@@ -74,9 +74,9 @@ def train(model, a: list[str], b: list[str], y: np.ndarray, mode: str, steps: in
 
 
 def main(argv: list[str] | None = None) -> None:
+    from bench.research.reworded_tune import _recall_at
+    from bench.research.train_pair_head import EVAL_STORIES, training_pairs
     from bench.reworded import stories
-    from bench.reworded_tune import _recall_at
-    from bench.train_pair_head import EVAL_STORIES, training_pairs
     from dedup_tasks.embed.e5_torch import E5Torch
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

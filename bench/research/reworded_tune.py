@@ -1,7 +1,7 @@
-"""Tuning table of the reworded kind: ``python -m bench.reworded_tune dev|test [embedder max_tokens pairs]``.
+"""Tuning table of the reworded kind: ``python -m bench.research.reworded_tune dev|test [embedder max_tokens pairs]``.
 
-``python -m bench.reworded_tune dev aligned [pairs]`` compares e5's head cosine with the sentence-aligned
-score (``dedup_tasks.embed.aligned``) on the same pairs. ``python -m bench.reworded_tune dev static`` instead measures a static-embedding candidate stage: the
+``python -m bench.research.reworded_tune dev aligned [pairs]`` compares e5's head cosine with the sentence-aligned
+score (``dedup_tasks.embed.aligned``) on the same pairs. ``python -m bench.research.reworded_tune dev static`` instead measures a static-embedding candidate stage: the
 TF-IDF-weighted mean of e5's input token embeddings (its tokenizer and 4-bit embedding matrix, no
 transformer layer), centred and normalized over the stories, against the story sketch.
 
@@ -119,7 +119,7 @@ def _recall_at(score: np.ndarray, d: np.ndarray, precision: float) -> tuple[floa
 def _trained(lang: str, texts: list[str], dup: np.ndarray, n: int, k: int, head_path: str | None, datasets: list[str]) -> None:
     """Head cosine (128 tokens), sentence-aligned cosine and the trained pair head (``embed.pair_head``,
     sentence-aligned) on the first k pairs: recall at precision 1.0 / 0.95, per score."""
-    from bench.pair_head import PairHead, trained_scores
+    from bench.research.pair_head import PairHead, trained_scores
     from dedup_tasks.embed.aligned import aligned_scores
     from dedup_tasks.embed.embedders import E5TorchEmbedder
 
