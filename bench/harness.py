@@ -56,7 +56,7 @@ def write_result(name: str, data: dict, directory: Path | None = None) -> Path:
 
 
 # The instructions the transformer's matmuls run on: the same code embeds about 2.5x as fast with AMX
-# as with AVX-512 bf16 alone (docs/semantic.md, session 24), so seconds compare only within a kind.
+# as with AVX-512 bf16 alone (docs/semantic.md), so seconds compare only within a kind.
 MATMUL_FLAGS = ("amx_bf16", "avx512_bf16", "avx512_vnni", "avx2")
 
 

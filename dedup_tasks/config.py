@@ -129,7 +129,7 @@ class DedupConfig:
     # inserted and another cut or truncated, J 0.5-0.7). And what the two texts share must itself come
     # in passages: at least minhash_passage_min_shared of each one's shared positions in stretches of
     # candidates.LONG_RUN; a retelling of the same story shares phrases between its own wording.
-    # docs/near-copies.md, session 9.
+    # docs/near-copies.md.
     minhash_passage_bridge: int = 2
     minhash_passage_min_shared: float = 0.85
     minhash_passage_typo_run: int = 5
@@ -140,7 +140,7 @@ class DedupConfig:
     # characters in Chinese (STS-B train/dev and its Chinese translation: median 40 vs 16, mean 48.7 vs
     # 19.7; news sentences, Reuters + BBC vs Sogou: median 102 vs 33, 0.32): 4 + 0.40 x 16 = 10.
     # Replacements (a template's other names and amounts, as long on both sides) stay scattered; short
-    # texts keep LONG_RUN. LONG_RUN here turns it off. docs/near-copies.md, session nq18.
+    # texts keep LONG_RUN. LONG_RUN here turns it off. docs/near-copies.md.
     minhash_passage_run_zh: int = 10
     # Where the newer covers minhash_additions_passage_min_coverage of the earlier at a Jaccard under
     # minhash_additions_min_jaccard (a short text doubled by an inserted sentence), the pair is a copy from
@@ -149,7 +149,7 @@ class DedupConfig:
     # way round. Under J 0.5 the newer is over twice the earlier, so the earlier must be in it nearly
     # whole: 0.97 of its 5-grams, what a copy keeps with up to ~0.6% of its characters mistyped (a typo
     # breaks at most 5 5-grams), the low end of the issue's typo range (0.3-2.5%); a retelling that
-    # rewords or reorders a few phrases keeps less (docs/near-copies.md, session nq19).
+    # rewords or reorders a few phrases keeps less (docs/near-copies.md).
     # minhash_additions_min_jaccard or more turns it off.
     minhash_additions_passage_min_jaccard: float = 0.45
     minhash_additions_passage_min_coverage: float = 0.97
@@ -189,15 +189,15 @@ class DedupConfig:
     # bands (0 or more than there are: all); the batch uses all.
     # Defaults, 2 bits and 24 bands: 389 bytes a document over all layers at 10M instead of 907. Two bits
     # rather than one (+17 bytes): an unrelated document at J 0.05 passes the 1-bit floor 3.4% of the
-    # time, and each such candidate costs a text read; the 2-bit floor, 2.4e-5 (docs/registry.md,
-    # "Session 11"); the hourly bench reads 41% fewer texts back for the same decisions.
+    # time, and each such candidate costs a text read; the 2-bit floor, 2.4e-5 (docs/registry-scale.md);
+    # the hourly bench reads 41% fewer texts back for the same decisions.
     # In production almost every near copy is of an earlier hour's document, so the recall that counts
     # is the registry's: on `bench quality --size hours3` (seeds 0, 1) the near copies of earlier hours
     # at J 0.5-0.7 are found at 0.974-0.989 with 24 bands, 0.953-0.984 with 16, 0.995-1.000 with all
-    # 42 (docs/registry.md, "Session 10").
+    # 42 (docs/registry-scale.md).
     registry_signature_bits: int = 2
     minhash_registry_bands: int = 24
-    # The registry's band keys at ten billion documents (docs/registry.md, "Session 11"):
+    # The registry's band keys at ten billion documents (docs/registry-scale.md):
     # unrelated English articles agree on a band by chance through the language's common 5-grams, ~2e-4
     # per registered English document on 24 bands, so a lookup's false candidates grow with all history.
     # minhash_registry_stoplist: the band keys come from a MinHash over each document's shingles minus
@@ -214,7 +214,7 @@ class DedupConfig:
     # its first batch when there are at least minhash_registry_stoplist_learn_min_docs of them (else, and
     # with 0, it takes the built-in one) and records it; a registry keyed otherwise (built-in, a file, the plain
     # signature) goes on with that. A learned stoplist leaves 15-30x fewer chance candidates on news than
-    # the built-in one (docs/registry.md, "Session 12").
+    # the built-in one (docs/registry.md).
     minhash_registry_stoplist: str = "auto"
     minhash_registry_stoplist_learn_min_docs: int = 2000
     minhash_registry_main_min_bands: int = 2
@@ -246,12 +246,12 @@ class DedupConfig:
     # cosine >= semantic_sketch_min go to the transformer beside the L2/L3 near misses. Off by default:
     # English rewrites reach the bar only with a cross-encoder, which does not ship (trained on
     # research-only pairs), and zh rewrites reach the bar on dev only (0.625), not on the news test files
-    # (docs/semantic.md, sessions 16-19).
+    # (docs/semantic.md).
     semantic_sketch: bool = False
     semantic_sketch_min: float = 0.6
     # A language's own candidate floor (None: semantic_sketch_min). A Chinese character-bigram sketch
     # of a rewrite ranks its source first in most cases, but at about a third of an English word
-    # sketch's cosine (docs/semantic.md, session 16), so one floor cannot serve both.
+    # sketch's cosine (docs/semantic.md), so one floor cannot serve both.
     semantic_sketch_min_en: float | None = None
     semantic_sketch_min_zh: float | None = None
     semantic_sketch_neighbours: int = 2
@@ -261,7 +261,7 @@ class DedupConfig:
     # bitext mining (Artetxe & Schwenk 2019). A fixed floor lets through more rows every hour as
     # history fills the space around every row; a margin asks for rank, so the pairs the confirmer
     # reads stay flat (zh dev crawl: 628 rows with a candidate in hour 3 at the 0.25 floor, 222 at
-    # 1.1; docs/semantic.md, session 17). 0: off (floor only).
+    # 1.1; docs/semantic.md). 0: off (floor only).
     semantic_sketch_margin: float = 1.1
     # A language's own margin (None: semantic_sketch_margin).
     semantic_sketch_margin_en: float | None = None
@@ -270,26 +270,26 @@ class DedupConfig:
     # At most this many rewrite candidate pairs (sketch pairs the facts check left open) are confirmed in
     # one batch, the highest sketch cosines first; the rest are not read, and a kept row with one says so
     # in its decision (0: no cap). It bounds an hour's L4 on any host: a confirmed pair costs the
-    # transformer about 0.05-0.35 s by CPU and language (docs/semantic.md, session 25), the sketch
+    # transformer about 0.05-0.35 s by CPU and language (docs/semantic.md), the sketch
     # search a few seconds an hour.
     semantic_sketch_pair_budget: int = 0
     # HNSW's search list over the earlier batches' sketches, once they are more than 50,000 (below,
     # the search is exact): the share of rewrites whose source is found first, against time
-    # (docs/semantic.md, session 18).
+    # (docs/semantic.md).
     semantic_sketch_ef_search: int = 256
     # What a Chinese story sketch counts: "jieba" words, or "char2" character bigrams (the sketches of
     # registries filled before words; dedup_tasks.embed.sketch). Each has its own id in the store.
     semantic_sketch_zh_features: str = "jieba"
     # Buckets of the story sketch (a power of two, 64-4096). Hash collisions are noise every pair
     # shares; at 1,024 the zh dev rewrites find their source above the margin far more often than at
-    # 256 (docs/semantic.md, session 19), for 4x the stored bytes and search. Each size has its own id
+    # 256 (docs/semantic.md), for 4x the stored bytes and search. Each size has its own id
     # in the store: changing it starts an empty history.
     semantic_sketch_dim: int = 256
     # Sketch pairs are judged at their own cosine (None: the language's semantic_threshold_*): their
     # rows have no lexical near miss, so the tuned value differs (docs/semantic.md, third pass). Rows
     # whose own text (the content without its site's template lines or the title) is shorter than
     # semantic_sketch_min_chars get no sketch candidates: a short flash has too few content words for
-    # a story sketch to mean anything, whatever template surrounds it (docs/semantic.md, session 18).
+    # a story sketch to mean anything, whatever template surrounds it (docs/semantic.md).
     semantic_sketch_threshold_en: float | None = None
     semantic_sketch_threshold_zh: float | None = None
     semantic_sketch_min_chars: int = 0
@@ -319,14 +319,14 @@ class DedupConfig:
     semantic_cross_threshold_zh: float | None = None
     # What a language's cross-encoder threshold reads: "logit", the mean logit over the aligned
     # sentences, or "prob_cos", the mean of each sentence pair's probability and cosine (in [0, 1];
-    # at the tail rule the zh dev stories pass at 0.449 against 0.300; docs/semantic.md, session 19).
+    # at the tail rule the zh dev stories pass at 0.449 against 0.300; docs/semantic.md).
     # The threshold is read in the chosen unit.
     semantic_cross_score_en: str = "logit"
     semantic_cross_score_zh: str = "logit"
     # Cheapest test first: a pair whose aligned cosine (the mean over the newer's sentences of the e5
     # cosine to their counterparts, known once they are aligned) is below this is never read by the
-    # cross-encoder. The lowest dev rewrite of either language is at 0.915 (docs/semantic.md, session
-    # 20); most sketch candidates are other stories. Per language: semantic_cross_min_cos_<lang>.
+    # cross-encoder. The lowest dev rewrite of either language is at 0.915 (docs/semantic.md);
+    # most sketch candidates are other stories. Per language: semantic_cross_min_cos_<lang>.
     semantic_cross_min_cos: float = 0.85
     semantic_cross_min_cos_en: float | None = None
     semantic_cross_min_cos_zh: float | None = None

@@ -5,7 +5,7 @@ one by itself from its first batch's English pages, with the same learner; this 
 new registry on a sample you choose (or one whose first batch is too small to learn from):
 learn it from English pages of the crawl it will serve (a few thousand are enough; the built-in one
 comes from the shipped sample corpus, public-domain speeches, and misses news' own common 5-grams:
-docs/registry.md, "Session 11"), then set ``minhash_registry_stoplist`` to the file before the
+docs/registry-scale.md), then set ``minhash_registry_stoplist`` to the file before the
 registry's first batch, for good.
 
     python -m dedup_tasks stoplist learn --input ROOT/crawl/dt=2026-12-01 --out en-crawl-v1.u32

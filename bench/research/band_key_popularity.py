@@ -6,8 +6,7 @@ Over the English originals of the generated 20k hour: every pair of documents th
 band key (``fingerprint.stoplist.registry_band_keys``, 24 bands; the plain signature's, and each
 stoplist's), classed by the pair's exact Jaccard on the product's shingles (chance: < 0.1; copy-like:
 >= 0.45). Two things the registry's cost at 10B depends on: how many one-band agreements a lookup
-meets per registered English document (the main tier reads each, whatever it counts: docs/registry.md,
-"Session 11"), and which share of them comes through keys held by many documents (what a cap on a
+meets per registered English document (the main tier reads each, whatever it counts: docs/registry-scale.md), and which share of them comes through keys held by many documents (what a cap on a
 key's registered documents would skip). Writes bench/work/research/band-key-popularity.json.
 """
 

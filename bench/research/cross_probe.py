@@ -1,4 +1,4 @@
-"""Does e5-small fine-tuned as a cross-encoder confirm rewrites better than the aligned cosine? (docs/semantic.md, sessions 13-15)
+"""Does e5-small fine-tuned as a cross-encoder confirm rewrites better than the aligned cosine? (docs/semantic.md)
 
     python -m bench.research.cross_probe [--lang en|zh] [--with-lang en|zh] [--steps 700] [--decay] [--no-random] [--hold-stories-only]
                                 [--more-files] [--seed 0] [--save-model M.pt] [--save S.npz]

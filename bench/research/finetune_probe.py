@@ -1,4 +1,4 @@
-"""Does fine-tuning e5 on the train pairs separate the reworded dev stories better? (docs/semantic.md, session 12)
+"""Does fine-tuning e5 on the train pairs separate the reworded dev stories better? (docs/semantic.md)
 
     python -m bench.research.finetune_probe [--mode bitfit|full] [--steps 300] [--lr 2e-3]
 

@@ -1,7 +1,7 @@
 """A trained pair head over frozen e5 sentence embeddings: "do these two sentences say the same thing?"
 
 e5's cosine says "about the same thing": two questions of one FAQ topic (AFQMC/BQ/LCQMC label 0) score
-like two wordings of one question, sentence by sentence (docs/semantic.md, sem17/18). The paraphrase
+like two wordings of one question, sentence by sentence (docs/semantic.md). The paraphrase
 corpora label exactly that difference, so a small classifier learns it from their *train* files over
 features the frozen encoder already gives: ``u*v`` and ``|u-v|`` (which dimensions agree), the cosine,
 and the lexical overlap of the two sentences (word sets in English, character bigrams in Chinese).
@@ -10,7 +10,7 @@ One logistic regression per language; weights, feature scaling and provenance in
 Nothing is downloaded.
 
 An experiment of the bench, not a confirmer of the pipeline: on the dev stories it did not separate
-rewrites from same-topic negatives better than the cosine (docs/semantic.md, "Session sem19"), so it
+rewrites from same-topic negatives better than the cosine (docs/semantic.md), so it
 was not wired into ``layers/semantic.py``. ``python -m bench.research.reworded_tune dev trained`` measures it.
 
 A story pair is scored like ``embed.aligned``: the mean over the newer's sentences of the best head

