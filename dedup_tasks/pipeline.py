@@ -144,7 +144,7 @@ def fingerprints_of(survivors: pa.Table, config: DedupConfig) -> Fingerprints:
         has_simhash=(survivors.column("_has_simhash").to_numpy().astype(bool) if "_simhash" in names else np.zeros(n, bool)) & not_empty,
         minhash=sig,
         has_minhash=(survivors.column("_has_minhash").to_numpy().astype(bool) if has_minhash else np.zeros(n, bool)) & not_empty,
-        # The registry keeps registry_signature_bits of each value (docs/registry.md, schema 9) and the
+        # The registry keeps registry_signature_bits of each value (docs/registry.md, "Signatures") and the
         # band keys L3 probed with (its index signature's first registry_bands bands).
         minhash_bands=_registry_bands(survivors, sig, has_minhash, config, hasher),
         has_content=not_empty,

@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Registry index variants (docs/registry.md, "Background candidates: index-only shingles")
+# Registry index variants (docs/registry-scale.md, "Chance agreements")
 #
 #     python -m bench.research.background_candidates --index [--seed 0] [--stoplist-seed 1]
 #

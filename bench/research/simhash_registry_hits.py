@@ -1,4 +1,4 @@
-"""Would MinHash find what the registry SimHash lookup finds? (docs/registry.md, "SimHash at 10B")
+"""Would MinHash find what the registry SimHash lookup finds? (docs/registry-scale.md, "SimHash at scale")
 
     python -m bench.research.simhash_registry_hits [--size hours3] [--seed 0]
 

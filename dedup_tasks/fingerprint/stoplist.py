@@ -3,7 +3,7 @@
 Two unrelated English articles share the language's common character 5-grams ("ofthe", "ation",
 "inthe"), so now and then a whole LSH band of their signatures agrees: a *chance* candidate. Their
 number per lookup grows linearly with the registry (~2e-4 per registered English document on 24
-bands; docs/registry.md, "Background candidates"), which no hourly lookup against billions of
+bands; docs/registry-scale.md, "Chance agreements"), which no hourly lookup against billions of
 documents can carry. The registry's band keys therefore come from an *index signature*: the same
 permutations as the product's signature, taken over the shingles that are not in a frozen stoplist of
 common 5-grams. The verifier and the stored signature keep the product's whole set.
