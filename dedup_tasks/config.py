@@ -1,7 +1,9 @@
 """One effective configuration per run: defaults < YAML (DEDUP_CONFIG) < environment < explicit overrides.
 
 The hash of the effective configuration is written into every decision row, so two runs that used
-different thresholds can always be told apart.
+different thresholds can always be told apart. Every field is in docs/configuration.md's table (what it
+does, its default, the benchmark that measured it; tests/test_docs.py checks): a rule no benchmark
+shows to change decisions is a named constant where it is used, not a field here.
 """
 
 from __future__ import annotations
@@ -92,8 +94,6 @@ class DedupConfig:
     # (docs/registry-scale.md, "SimHash at scale"). Off by default; it changes no L1-L3 decision.
     simhash_registry_lookup: bool = False
     simhash_min_chars: int = 100
-    simhash_zh_features: str = "char2"  # "char2" (character bigrams) or "jieba" (word segmentation)
-    simhash_word_ngram: int = 2  # features are word bigrams: single words let function words dominate
 
     # L3 MinHash + LSH
     minhash_num_perm: int = 128
@@ -101,7 +101,6 @@ class DedupConfig:
     # (docs/near-copies.md); every candidate is then settled by the verifier below.
     minhash_bands: int = 42
     minhash_rows: int = 3
-    minhash_seed: int = 1
     # Tuned on the bench's train crawl (seed 0; docs/near-copies.md), with margins to the closest
     # must-keep pairs there (list pages: J <= 0.59, coverage <= 0.74 either way).
     minhash_threshold: float = 0.7  # Jaccard at which a pair is a copy without further evidence
@@ -211,18 +210,12 @@ class DedupConfig:
     # the plain signature; near copies of main-tier documents at J 0.5-0.7 are found at 0.953-0.964
     # instead of 0.971-0.984 in the recent tier (J >= 0.7: 0.996-1.000; bench quality --compact-between).
     # "auto" (default): the registry's own stoplist. A new registry learns it from the English pages of
-    # its first batch when there are at least minhash_registry_stoplist_learn_min_docs of them (else, and
-    # with 0, it takes the built-in one) and records it; a registry keyed otherwise (built-in, a file, the plain
+    # its first batch when there are at least fingerprint.stoplist.LEARN_MIN_DOCS of them (else it takes
+    # the built-in one) and records it; a registry keyed otherwise (built-in, a file, the plain
     # signature) goes on with that. A learned stoplist leaves 15-30x fewer chance candidates on news than
     # the built-in one (docs/registry.md).
     minhash_registry_stoplist: str = "auto"
-    minhash_registry_stoplist_learn_min_docs: int = 2000
     minhash_registry_main_min_bands: int = 2
-    zh_shingle_chars: int = 5
-    # English shingles: "chars" (character n-grams of zh_shingle_chars, spaces dropped: a typo breaks
-    # five of them, not every word n-gram holding the word) or "words" (en_shingle_words-grams).
-    en_shingles: str = "chars"
-    en_shingle_words: int = 3
 
     # L4 semantic
     semantic_mode: str = "suspects"  # "suspects" or "full"
@@ -387,14 +380,10 @@ class DedupConfig:
             raise ConfigError("semantic_sketch_confirm='cross' needs semantic_cross_encoder_en or semantic_cross_encoder_zh (a file)")
         if self.semantic_mode not in ("suspects", "full"):
             raise ConfigError("semantic_mode must be 'suspects' or 'full'")
-        if self.en_shingles not in ("chars", "words"):
-            raise ConfigError("en_shingles must be 'chars' or 'words'")
         if not 0.0 < self.minhash_verify_min_jaccard <= self.minhash_threshold:
             raise ConfigError("need 0 < minhash_verify_min_jaccard <= minhash_threshold")
         if not 0.0 < self.minhash_update_jaccard <= 1.0 or not 0.0 < self.minhash_short_jaccard <= 1.0:
             raise ConfigError("minhash_update_jaccard and minhash_short_jaccard must be in (0, 1]")
-        if self.simhash_zh_features not in ("char2", "jieba"):
-            raise ConfigError("simhash_zh_features must be 'char2' or 'jieba'")
         if not -1.0 <= self.semantic_sketch_min <= 1.0 or self.semantic_sketch_neighbours < 1:
             raise ConfigError("semantic_sketch_min must be a cosine in [-1, 1] and semantic_sketch_neighbours >= 1")
         if self.embed_threads < 0:
@@ -503,11 +492,9 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "minhash_passage_bridge": (0, 19),  # a bridge of LONG_RUN or more would swallow shared passages
     "minhash_passage_min_shared": (0.0, 1.0),
     "minhash_passage_typo_run": (0, 19),
-    "simhash_word_ngram": (1, 16),
     "minhash_num_perm": (1, 4096),
     "minhash_bands": (1, None),
     "minhash_rows": (1, None),
-    "minhash_seed": (0, 2**32 - 1),  # numpy's RandomState seed range
     "minhash_threshold": (0.0, 1.0),
     "minhash_facts_min_new": (0, None),
     "minhash_facts_min_share": (0.0, 1.0),
@@ -518,10 +505,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "minhash_text_max_partitions": (0, None),
     "registry_signature_bits": (1, 32),
     "minhash_registry_bands": (0, None),
-    "minhash_registry_stoplist_learn_min_docs": (0, None),
     "minhash_registry_main_min_bands": (1, None),
-    "zh_shingle_chars": (1, 64),
-    "en_shingle_words": (1, 64),
     "semantic_threshold": (-1.0, 1.0),
     "semantic_threshold_zh": (-1.0, 1.0),
     "semantic_threshold_en": (-1.0, 1.0),

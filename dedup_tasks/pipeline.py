@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from dedup_tasks.config import ALL_LAYERS, DedupConfig
 from dedup_tasks.contract import DECISIONS_SCHEMA, REASON_SEPARATOR
-from dedup_tasks.fingerprint.minhash import MinHasher
+from dedup_tasks.fingerprint.minhash import MINHASH_SEED, MinHasher
 from dedup_tasks.io import (
     BatchPaths,
     carry_template_lines,
@@ -133,7 +133,7 @@ def fingerprints_of(survivors: pa.Table, config: DedupConfig) -> Fingerprints:
     names = survivors.column_names
     has_minhash = "_minhash" in names
     sig = signatures_of(survivors) if has_minhash else np.zeros((n, config.minhash_num_perm), np.uint32)
-    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
+    hasher = MinHasher(config.minhash_num_perm, MINHASH_SEED, config.minhash_bands, config.minhash_rows)
     not_empty = ~survivors.column("_empty").to_numpy().astype(bool)
     return Fingerprints(
         doc_id=strings_np(survivors, "doc_id"),

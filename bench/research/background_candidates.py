@@ -37,7 +37,13 @@ from bench.research import RESULTS
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.hashing import codepoints
-from dedup_tasks.fingerprint.minhash import MinHasher
+from dedup_tasks.fingerprint.minhash import (
+    EN_CHAR_SHINGLES,
+    EN_SHINGLE_WORDS,
+    MINHASH_SEED,
+    SHINGLE_CHARS,
+    MinHasher,
+)
 from dedup_tasks.fingerprint.stoplist import Stoplist, learn_stoplist, load_stoplist
 from dedup_tasks.io import BatchPaths
 from dedup_tasks.layers.minhash import minhash_rows
@@ -137,9 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         "bandings": {},
     }
     for banding in BANDINGS:
-        hasher = MinHasher(max(128, banding.bands * banding.rows), config.minhash_seed, banding.bands, banding.rows)
+        hasher = MinHasher(max(128, banding.bands * banding.rows), MINHASH_SEED, banding.bands, banding.rows)
         sig, counts, (hashes, offsets) = minhash_rows(
-            view, hasher, config.zh_shingle_chars, config.en_shingle_words, near, config.en_shingles == "chars"
+            view, hasher, SHINGLE_CHARS, EN_SHINGLE_WORDS, near, EN_CHAR_SHINGLES
         )
         keys = kernels.band_keys(np.ascontiguousarray(sig), banding.bands, banding.rows)
         has = counts > 0
@@ -330,8 +336,8 @@ def learn_stoplists(root_train, exclude_titles: set, config: DedupConfig, cutoff
     titles = pd.Series(table.column("title").to_pylist(), index=table.column("doc_id").to_pylist())
     rows = ((info["kind"] == "original") & (info["lang"] == "en")).to_numpy()
     rows = rows & ~titles.loc[info.index].isin(exclude_titles).to_numpy()
-    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
-    _, _, sets = minhash_rows(view, hasher, config.zh_shingle_chars, config.en_shingle_words, near, True)
+    hasher = MinHasher(config.minhash_num_perm, MINHASH_SEED, config.minhash_bands, config.minhash_rows)
+    _, _, sets = minhash_rows(view, hasher, SHINGLE_CHARS, EN_SHINGLE_WORDS, near, True)
     hashes, offsets = unique_sets(*sets)
     return {c: document_frequency_stoplist(hashes, offsets, rows, c) for c in cutoffs}, int(rows.sum())
 
@@ -373,8 +379,8 @@ def measure_index(args) -> int:
     stoplists, train_docs = learn_stoplists(
         crawl(docs, 1, train_seed), set(t for t in table.column("title").to_pylist() if t), config
     )
-    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
-    product_args = (view, hasher, config.zh_shingle_chars, config.en_shingle_words, near)
+    hasher = MinHasher(config.minhash_num_perm, MINHASH_SEED, config.minhash_bands, config.minhash_rows)
+    product_args = (view, hasher, SHINGLE_CHARS, EN_SHINGLE_WORDS, near)
     product = unique_sets(*minhash_rows(*product_args, True)[2])
     cp, cp_offsets = codepoints(view.column("_near_text"))
     # The index sets of every variant (Chinese rows: the product's 5-grams).
@@ -384,7 +390,7 @@ def measure_index(args) -> int:
     for name in args.stoplist:
         stop = load_stoplist(name)
         variants[f"stoplist {stop.name} ({len(stop):,})"] = drop_shingles(*product, stop.hashes, is_en)
-    in_word = pick_sets(product, unique_sets(*in_word_shingles(cp, cp_offsets, config.zh_shingle_chars)), is_en)
+    in_word = pick_sets(product, unique_sets(*in_word_shingles(cp, cp_offsets, SHINGLE_CHARS)), is_en)
     variants["in-word 5-grams"] = in_word
     variants["word 3-grams"] = unique_sets(*minhash_rows(*product_args, False)[2])
     # The product's Jaccard of every pair of originals of one language, and of each planted near copy.
@@ -485,15 +491,15 @@ def index_cpu(view, near, config, product, stop, is_en, cp, cp_offsets) -> dict:
     """Seconds per 1,000 documents of the product's MinHash (shingles + 128 values) and of each
     variant's second signature (its index shingles + 48 values for 16 x 3, or 128)."""
     n = view.num_rows
-    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
-    small = MinHasher(48, config.minhash_seed, 16, 3)
-    product_args = (view, hasher, config.zh_shingle_chars, config.en_shingle_words, near)
+    hasher = MinHasher(config.minhash_num_perm, MINHASH_SEED, config.minhash_bands, config.minhash_rows)
+    small = MinHasher(48, MINHASH_SEED, 16, 3)
+    product_args = (view, hasher, SHINGLE_CHARS, EN_SHINGLE_WORDS, near)
     hashes, offsets = minhash_rows(*product_args, True)[2]
     shingles = {
         "stoplist (filter the product's 5-grams)": lambda: drop_shingles(hashes, offsets, stop, is_en),
-        "in-word 5-grams": lambda: in_word_shingles(cp, cp_offsets, config.zh_shingle_chars),
+        "in-word 5-grams": lambda: in_word_shingles(cp, cp_offsets, SHINGLE_CHARS),
         "word 3-grams": lambda: minhash_rows(
-            view, MinHasher(1, config.minhash_seed, 1, 1), config.zh_shingle_chars, config.en_shingle_words, near, False
+            view, MinHasher(1, MINHASH_SEED, 1, 1), SHINGLE_CHARS, EN_SHINGLE_WORDS, near, False
         )[2],
     }  # fmt: skip
     per_k = 1000 / n

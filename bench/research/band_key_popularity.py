@@ -24,7 +24,7 @@ from bench.harness import crawl, hour_ids, write_result
 from bench.research import RESULTS
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint.candidates import pair_overlap
-from dedup_tasks.fingerprint.minhash import MinHasher
+from dedup_tasks.fingerprint.minhash import EN_SHINGLE_WORDS, MINHASH_SEED, SHINGLE_CHARS, MinHasher
 from dedup_tasks.fingerprint.stoplist import DEFAULT_STOPLIST, load_stoplist, registry_band_keys
 from dedup_tasks.io import BatchPaths, input_files
 from dedup_tasks.layers.minhash import minhash_rows
@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     truth = pd.read_parquet(root / "truth.parquet").set_index("doc_id")
     prepared, near = prepare_with_text(table, config)
     view = layer_view(prepared)
-    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
-    sig, counts, sets = minhash_rows(view, hasher, config.zh_shingle_chars, config.en_shingle_words, near, True)
+    hasher = MinHasher(config.minhash_num_perm, MINHASH_SEED, config.minhash_bands, config.minhash_rows)
+    sig, counts, sets = minhash_rows(view, hasher, SHINGLE_CHARS, EN_SHINGLE_WORDS, near, True)
     info = truth.loc[np.asarray(view.column("doc_id").to_pylist(), object)]
     rows = np.flatnonzero(((info["kind"] == "original") & (info["lang"] == "en")).to_numpy() & (counts > 0))
     pairs = len(rows) * (len(rows) - 1) / 2

@@ -20,10 +20,17 @@ from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.candidates import Verifier, pair_overlap
 from dedup_tasks.fingerprint.hashing import codepoints, shingle_hash32
-from dedup_tasks.fingerprint.minhash import MinHasher, coverage_from_jaccard, earlier_covered
+from dedup_tasks.fingerprint.minhash import (
+    EN_SHINGLE_WORDS,
+    MINHASH_SEED,
+    SHINGLE_CHARS,
+    MinHasher,
+    coverage_from_jaccard,
+    earlier_covered,
+)
 from dedup_tasks.io import BatchPaths
 from dedup_tasks.layers.minhash import TEXT_UNVERIFIED_REASON, minhash_rows
-from dedup_tasks.layers.simhash import simhash_rows
+from dedup_tasks.layers.simhash import SIMHASH_WORD_NGRAM, SIMHASH_ZH_FEATURES, simhash_rows
 from dedup_tasks.normalize.text import token_text
 from dedup_tasks.normalize.tokens import shingles
 from dedup_tasks.pipeline import prepare, publish, run_batch
@@ -52,10 +59,10 @@ def long_article(en_articles, words: int = 250) -> dict:
 
 
 def _exact_jaccard(texts, lang, en_shingles):
-    cfg = DedupConfig(en_shingles=en_shingles)
+    cfg = DedupConfig()
     batch = prepare(make_batch([{"doc_id": str(i), "url": f"https://a{i}.com/", "content": t, "lang": lang} for i, t in enumerate(texts)]), cfg)
-    hasher = MinHasher(cfg.minhash_num_perm, cfg.minhash_seed, cfg.minhash_bands, cfg.minhash_rows)
-    _, _, (hashes, offsets) = minhash_rows(batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words, None, en_shingles == "chars")
+    hasher = MinHasher(cfg.minhash_num_perm, MINHASH_SEED, cfg.minhash_bands, cfg.minhash_rows)
+    _, _, (hashes, offsets) = minhash_rows(batch, hasher, SHINGLE_CHARS, EN_SHINGLE_WORDS, None, en_shingles == "chars")
     jac, _, _ = pair_overlap(hashes, offsets, np.array([0]), np.array([1]))
     return jac[0]
 
@@ -75,7 +82,7 @@ def test_english_char_signatures_equal_datasketch():
     texts = ["The quick brown fox jumps over the lazy dog, again and again.", "two words", "Mixed 中文 text"]
     tokens = token_text(pa.array(texts))
     cp, offsets = codepoints(tokens)
-    modes = np.full(len(texts), kernels.CHARS, np.int64)  # en_shingles="chars": English read as characters
+    modes = np.full(len(texts), kernels.CHARS, np.int64)  # EN_CHAR_SHINGLES: English read as characters
     counts = kernels.count_shingles(cp, offsets[:-1], offsets[1:], modes, 3, 5)
     out = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     hashes = kernels.shingle_hashes(cp, offsets[:-1], offsets[1:], modes, 3, 5, out)
@@ -260,7 +267,7 @@ def test_pages_of_one_list_article_are_not_dropped_on_simhash():
          "content": list_page(p, rng)}
         for p in range(120)
     ]  # fmt: skip
-    sims = simhash_rows(prepare(make_batch(rows), CONFIG), CONFIG.simhash_zh_features, CONFIG.simhash_word_ngram)
+    sims = simhash_rows(prepare(make_batch(rows), CONFIG), SIMHASH_ZH_FEATURES, SIMHASH_WORD_NGRAM)
     dist = np.bitwise_count(sims[:, None] ^ sims[None, :])
     np.fill_diagonal(dist, 64)
     assert (dist <= CONFIG.simhash_max_distance).sum() >= 10, "precondition: pages collide in SimHash"
@@ -451,7 +458,7 @@ def _zh_pair_metrics(a: str, b: str) -> tuple[float, float, float, float, float]
 
     batch = prepare(make_batch([{"doc_id": "0", "url": "https://a.com/", "content": a, "lang": "zh"},
                                 {"doc_id": "1", "url": "https://b.com/", "content": b, "lang": "zh"}]), CONFIG)  # fmt: skip
-    _, _, (h, o) = minhash_rows(batch, MinHasher(), CONFIG.zh_shingle_chars, CONFIG.en_shingle_words, None, True)
+    _, _, (h, o) = minhash_rows(batch, MinHasher(), SHINGLE_CHARS, EN_SHINGLE_WORDS, None, True)
     new, old = np.array([1]), np.array([0])
     jac, cn, ce = pair_overlap(h, o, new, old)
     every = max(pair_scattered(h, o, new, old, LONG_RUN)[0], pair_scattered(h, o, old, new, LONG_RUN)[0])
