@@ -2,7 +2,7 @@
 
 The answer for a URL is its canonical form (the one L1 keys on), then the URL Bloom filter (a "no"
 is certain: the filter holds every registered key), then, for the filter's "maybe", one registry
-query per chunk of URLs (``url_key = ANY(array)``). Only the registry ever says "seen", so a Bloom
+query per chunk of URLs (an array of keys joined to the url_key index). Only the registry ever says "seen", so a Bloom
 false positive never turns into a false "seen"; only the filter says "not seen" without a query, so
 it is never wrong either (the filter is caught up with the registry before every chunk).
 
@@ -102,6 +102,7 @@ class SeenIndex:
         self.capacity, self.fp_rate = capacity, fp_rate
         self.bloom: bloom_mod.PersistedBloom | None = None
         self.bloom_state = "none"
+        self._batches: dict[int, str] = {}
         self.stats = {"urls": 0, "invalid": 0, "bloom_no": 0, "queried": 0, "seen": 0, "queries": 0}
 
     def close(self) -> None:
@@ -136,6 +137,14 @@ class SeenIndex:
         self.conn.commit()
         return bloom
 
+    def _batch_names(self, cur: Any, ords: set[int]) -> dict[int, str]:
+        """batch_id of each registry batch ord (cached: a batch's ord never changes)."""
+        missing = [o for o in ords if o not in self._batches]
+        if missing:
+            cur.execute("SELECT ord, batch_id FROM registry_batches WHERE ord = ANY(%s)", (missing,))
+            self._batches.update(cur.fetchall())
+        return self._batches
+
     def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, list[str | None], list[str | None], np.ndarray]:
         """(seen, batch_id, doc_id, bloom_no) per key: one snapshot, one query for the filter's maybes."""
         keys = np.ascontiguousarray(keys, np.uint64)
@@ -156,45 +165,67 @@ class SeenIndex:
             if len(probe):
                 uniq = np.unique(keys[probe])
                 array = "{" + ",".join(map(str, uniq.view(np.int64).tolist())) + "}"
-                # The first registration of each key (lowest seq): the page a duplicate would be matched to.
+                # An index probe per key (unnest + join: the planner keeps the url_key index for any
+                # array size); batch ids from a cached ord -> id map instead of a join per row.
                 cur.execute(
-                    "SELECT DISTINCT ON (d.url_key) d.url_key, b.batch_id, d.doc_id FROM documents d"
-                    " JOIN registry_batches b ON b.ord = d.batch_ord"
-                    " WHERE d.url_key = ANY(%s::int8[]) ORDER BY d.url_key, d.seq",
+                    "SELECT d.url_key, d.seq, d.batch_ord, d.doc_id FROM unnest(%s::int8[]) AS k(key)"
+                    " JOIN documents d ON d.url_key = k.key",
                     (array,),
                 )
-                found = {int(k) & 0xFFFFFFFFFFFFFFFF: (b, d) for k, b, d in cur.fetchall()}
+                rows = cur.fetchall()
                 self.stats["queries"] += 1
                 self.stats["queried"] += len(probe)
+                # The first registration of each key (lowest seq): the page a duplicate would be matched to.
+                first: dict[int, tuple[int, int, str]] = {}
+                for key, seq, ord_, doc_id in rows:
+                    key &= 0xFFFFFFFFFFFFFFFF
+                    if key not in first or seq < first[key][0]:
+                        first[key] = (seq, ord_, doc_id)
+                names = self._batch_names(cur, {o for _, o, _ in first.values()})
                 for i in probe.tolist():
-                    hit = found.get(int(keys[i]))
+                    hit = first.get(int(keys[i]))
                     if hit is not None:
                         seen[i] = True
-                        batch[i], doc[i] = hit
+                        batch[i], doc[i] = names[hit[1]], hit[2]
         self.conn.commit()
         return seen, batch, doc, bloom_no
 
 
 def answer_chunk(index: SeenIndex, chunk: CanonicalChunk) -> list[dict[str, Any]]:
     """The answer objects of one canonicalized chunk, in input order."""
+    return [orjson.loads(line) for line in answer_lines(index, chunk)]
+
+
+_NULLS = b',"seen":null,"batch_id":null,"doc_id":null,"reason":'
+_UNSEEN = {False: b',"seen":false,"batch_id":null,"doc_id":null,"reason":' + orjson.dumps(REASON_NOT_REGISTERED) + b"}",
+           True: b',"seen":false,"batch_id":null,"doc_id":null,"reason":' + orjson.dumps(REASON_BLOOM) + b"}"}
+
+
+def answer_lines(index: SeenIndex, chunk: CanonicalChunk) -> list[bytes]:
+    """One JSON line (bytes, no newline) per URL of the chunk, in input order.
+
+    Built from pre-encoded fragments (only the URL strings are encoded per row): this and the
+    canonicalization are the per-URL Python work, so it is kept to a few string operations.
+    """
+    dumps = orjson.dumps
     valid = np.flatnonzero(chunk.valid)
     seen, batch, doc, bloom_no = index.lookup(chunk.keys[valid])
-    out: list[dict[str, Any]] = [
-        {"url": url, "canonical_url": None, "seen": None, "batch_id": None, "doc_id": None, "reason": reason}
+    lines: list[bytes] = [
+        b'{"url":' + dumps(url) + b',"canonical_url":null' + _NULLS + dumps(reason) + b"}"
         for url, reason in zip(chunk.urls, chunk.reasons, strict=True)
     ]
-    for j, i in enumerate(valid.tolist()):
-        row = out[i]
-        row["canonical_url"] = chunk.canonical[i]
-        if seen[j]:
-            row.update(seen=True, batch_id=batch[j], doc_id=doc[j])
+    urls, canonical = chunk.urls, chunk.canonical
+    for j, (i, hit, no) in enumerate(zip(valid.tolist(), seen.tolist(), bloom_no.tolist(), strict=True)):
+        head = b'{"url":' + dumps(urls[i]) + b',"canonical_url":' + dumps(canonical[i])
+        if hit:
+            lines[i] = head + b',"seen":true,"batch_id":' + dumps(batch[j]) + b',"doc_id":' + dumps(doc[j]) + b',"reason":null}'
         else:
-            row.update(seen=False, reason=REASON_BLOOM if bloom_no[j] else REASON_NOT_REGISTERED)
+            lines[i] = head + _UNSEEN[no]
     index.stats["urls"] += len(chunk.urls)
     index.stats["invalid"] += len(chunk.urls) - len(valid)
     index.stats["bloom_no"] += int(bloom_no.sum())
     index.stats["seen"] += int(seen.sum())
-    return out
+    return lines
 
 
 def read_lines(stream: BinaryIO, chunk: int = CHUNK_URLS) -> Iterator[list[str]]:
@@ -223,8 +254,7 @@ def answer_stream(index: SeenIndex, lines: Iterable[list[str]], tracking_params:
     def worker() -> None:
         try:
             while (chunk := pending.get()) is not None:
-                answers = answer_chunk(index, chunk)
-                out.write(b"\n".join(map(orjson.dumps, answers)) + b"\n")
+                out.write(b"\n".join(answer_lines(index, chunk)) + b"\n")
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             failure.append(exc)
             while pending.get() is not None:  # unblock the producer
