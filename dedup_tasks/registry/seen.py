@@ -163,8 +163,9 @@ class SeenIndex:
                 bloom_no = ~maybe
                 probe = np.flatnonzero(maybe)
             if len(probe):
-                uniq = np.unique(keys[probe])
-                array = "{" + ",".join(map(str, uniq.view(np.int64).tolist())) + "}"
+                # Sorted as the index stores them (signed): neighbouring probes share index pages.
+                uniq = np.unique(keys[probe].view(np.int64))
+                array = "{" + ",".join(map(str, uniq.tolist())) + "}"
                 # An index probe per key (unnest + join: the planner keeps the url_key index for any
                 # array size); batch ids from a cached ord -> id map instead of a join per row.
                 cur.execute(
