@@ -163,3 +163,67 @@ def test_a_week_without_an_audit_is_a_clear_error(week, tmp_path):
                           cwd=REPO, env={**os.environ, **env})
     assert done.returncode == 2 and "no audit for week 2026-W30" in done.stderr
     assert not (tmp_path / "o.yaml").exists()
+
+
+def test_demo_week_labelled_from_its_sample_file_gives_an_overlay_run_accepts(tmp_path, pg_dsn):
+    """The demo's crawl (bench/sample_corpus, 3 hours), audited; an analyst labels the sample file and
+    stores it; the overlay `audit recommend` writes is taken by DEDUP_CONFIG and by `run --set`."""
+    import psycopg2
+
+    root = tmp_path / "demo"
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    env = {"DEDUP_DB_URL": pg_dsn, "DEDUP_DB_SCHEMA": schema, "PYTHONPATH": str(REPO), "DEDUP_CONFIG": ""}
+    subprocess.run([sys.executable, "-m", "bench.generate", "--source", "sample", "--docs", "300", "--hours", "3",
+                    "--seed", "0", "--out", str(root)], cwd=REPO, check=True, capture_output=True, env={**os.environ, **env})
+    try:
+        layers = "url,exact,simhash,minhash"
+        cli("run", "--root", str(root), "--batch", HOURS[0], "--until", HOURS[-1], "--layers", layers, "--no-progress",
+            env=env)
+        cli("audit", "--root", str(root), "--week", WEEK, env=env)
+        sample = _sample(root)
+        # The analyst's file: the sample with its label column filled (Parquet, as downloaded from the UI).
+        minhash = sample[(sample["kind"] == "drop") & (sample["layer"] == "minhash")]
+        loosest = minhash[minhash["score"] <= minhash["score"].quantile(0.2)]
+        labelled = sample.assign(label=np.where(sample["sample_id"].isin(loosest["sample_id"]) | (sample["kind"] == "near_miss"),
+                                                "not_duplicate", "duplicate"))
+        labelled.to_parquet(tmp_path / "labelled.parquet", index=False)
+        cli("audit", "--root", str(root), "--week", WEEK, "label", "--file", str(tmp_path / "labelled.parquet"),
+            "--user", "ana", env=env)
+        overlay, hours, printed = _recommend(root, env, tmp_path / "overlay.yaml", target=0.9)
+        assert overlay, printed  # at least one setting moved
+        from dedup_tasks.config import DedupConfig
+
+        base = DedupConfig.load({"layers": layers}, env={})
+        merged = DedupConfig.load({"layers": layers}, env={"DEDUP_CONFIG": str(tmp_path / "overlay.yaml")})
+        assert {k: getattr(merged, k) for k in overlay} == overlay and merged.config_hash != base.config_hash
+        hour = hours[0] if hours else HOURS[0]
+        with_file = cli("run", "--root", str(root), "--batch", hour, "--layers", layers, "--no-progress",
+                        env={**env, "DEDUP_CONFIG": str(tmp_path / "overlay.yaml")})
+        sets = [a for k, v in overlay.items() for a in ("--set", f"{k}={v}")]
+        with_set = cli("run", "--root", str(root), "--batch", hour, "--layers", layers, "--no-progress", *sets, env=env)
+        assert with_file.stdout.split("\n")[0] == with_set.stdout.split("\n")[0]
+        hashes = pq.read_table(root / "decisions" / f"dt={hour[:10]}" / f"hour={hour[11:]}", columns=["config_hash"])
+        assert set(hashes.column("config_hash").to_pylist()) == {merged.config_hash}
+    finally:
+        with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+            cur.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def test_the_trigger_form_reruns_an_hour_with_the_overlay_and_scheduled_runs_take_the_deployed_file(tmp_path, monkeypatch):
+    """Airflow: the threshold Params default to null, so DEDUP_CONFIG (with the overlay) decides
+    scheduled runs; a rerun triggered with the overlay's values as Params gets the same configuration."""
+    from dedup_tasks.airflow_support.tasks import PARAM_SPECS, config_from_params
+    from dedup_tasks.config import DedupConfig
+
+    base = tmp_path / "deploy.yaml"
+    base.write_text(f"root: {tmp_path}\nminhash_threshold: 0.75\n")
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text("# from audit recommend\nsimhash_max_distance: 2\n")
+    defaults = {name: spec[1] for name, spec in PARAM_SPECS.items()}
+    monkeypatch.setenv("DEDUP_CONFIG", f"{base}{os.pathsep}{overlay}")
+    scheduled = config_from_params(defaults)
+    assert scheduled.simhash_max_distance == 2 and scheduled.minhash_threshold == 0.75
+    monkeypatch.setenv("DEDUP_CONFIG", str(base))
+    base_only = DedupConfig.load()
+    triggered = config_from_params({**defaults, "batch_hour": "2026-12-01T00", **yaml.safe_load(overlay.read_text())})
+    assert triggered.config_hash == scheduled.config_hash != base_only.config_hash
