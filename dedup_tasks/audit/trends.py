@@ -147,7 +147,9 @@ def svg_count_trend(counts: list[int], weeks: list[str], title: str) -> Safe:
         h = (_H - 2 * _PAD) * c / top
         parts.append(f'<rect x="{_x(i, n) - bar / 2:.1f}" y="{_H - _PAD - h:.1f}" width="{bar:.1f}" height="{h:.1f}" '
                      f'fill="#bbb"><title>{esc(weeks[i])}: {c} labelled</title></rect>')
-    parts.append(f'<text x="{_W - 2}" y="10" font-size="9" text-anchor="end">{top}</text></svg>')
+    if max(counts or [0]):
+        parts.append(f'<text x="{_W - 2}" y="10" font-size="9" text-anchor="end">{top}</text>')
+    parts.append("</svg>")
     return Safe("".join(parts))
 
 
