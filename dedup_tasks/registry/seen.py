@@ -133,6 +133,9 @@ class SeenIndex:
             raise ValueError("this index has no Bloom filter path")
         with self.conn.cursor() as cur:
             cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            # Before the snapshot (as the registry's lookups): a compaction's TRUNCATE of the recent tier
+            # is not MVCC-safe, so it must wait for this chunk, and this chunk for it.
+            cur.execute("LOCK TABLE documents IN ACCESS SHARE MODE")
             bloom = self._sync(cur)
         self.conn.commit()
         return bloom
@@ -157,6 +160,9 @@ class SeenIndex:
             return seen, batch, doc, bloom_no
         with self.conn.cursor() as cur:
             cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            # Before the snapshot (as the registry's lookups): a compaction's TRUNCATE of the recent tier
+            # is not MVCC-safe, so it must wait for this chunk, and this chunk for it.
+            cur.execute("LOCK TABLE documents IN ACCESS SHARE MODE")
             probe = np.arange(n)
             if self.bloom_path is not None:
                 maybe = self._sync(cur).bloom.contains(keys)

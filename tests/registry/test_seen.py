@@ -208,3 +208,14 @@ def test_exported_filter_read_by_the_documented_reader_agrees_with_the_registry(
         reader["load"](str(tmp_path / "bad.bloom"))
     with pytest.raises(BloomFileError, match="CRC"):
         read_exported(tmp_path / "bad.bloom")
+
+
+def test_answers_stay_right_after_a_compaction_moved_the_recent_tier(demo):
+    """Compaction moves every registered row to the main tier and TRUNCATEs the recent one."""
+    root, env = demo
+    cli("db", "--root", str(root), "--schema", env["DEDUP_DB_SCHEMA"], "compact", env=env)
+    registered = _expected(root)
+    urls = _queries(root, registered)
+    done = cli("seen", "--root", str(root), env=env, stdin="\n".join(urls) + "\n")
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert _check(answers, urls, registered) == {"seen": 500, "unseen": 450, "unparsable": 50}
