@@ -64,10 +64,10 @@ def canonicalize(urls: list[str], tracking_params: Iterable[str]) -> CanonicalCh
         try:
             text, _ = _canonicalize(url, is_tracking)
         except InvalidURL as exc:
-            reasons[i] = f"unparsable: {exc.reason}"
+            reasons[i] = exc.reason  # the reason L1 records for the same URL
             continue
         except Exception as exc:  # noqa: BLE001 - one bad URL must not end the stream (as in url_keys)
-            reasons[i] = f"unparsable: {type(exc).__name__}"
+            reasons[i] = f"unparsable url: {type(exc).__name__}"
             continue
         canonical[i] = text
         keys[i] = hash64(text.encode("utf-8"))
