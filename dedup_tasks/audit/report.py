@@ -408,7 +408,10 @@ def recommendations_html(labels: pd.DataFrame, populations: pd.DataFrame, target
     rows = [{"layer": r.layer, "recommended threshold": r.threshold, "precision": r.precision, "low": r.low,
              "high": r.high, "labelled": r.labelled, "note": r.note} for r in recs.values()]
     frame = pd.DataFrame(rows, columns=["layer", "recommended threshold", "precision", "low", "high", "labelled", "note"])
-    return (f"<h2>Recommended thresholds (target precision {target:.2f})</h2>"
+    return (f"<h2>Recommended thresholds (target precision {target:.2f})</h2><p class=note>Band edges only, each "
+            "band's labelled precision weighted by its population. `audit recommend` searches every labelled "
+            "score, near misses included, against a Wilson lower bound, and writes the DEDUP_CONFIG overlay "
+            "(docs/audit.md).</p>"
             + (table_html(frame, left=["layer", "note"]) if rows else '<p class="note">no data</p>'))
 
 
