@@ -39,7 +39,6 @@ from dedup_tasks.io import InputError
 
 DEFAULT_TARGET = 0.95
 MIN_LABELS = 10  # labelled pairs below which a setting is left out: Wilson's bound at n=10 is >= 0.72 at best
-SIMILARITY_STEP = 0.001  # a similarity threshold is written rounded down to this, inside the gap below its pair
 LAYER_SETTING = {"simhash": "simhash_max_distance", "minhash": "minhash_threshold", "semantic": "semantic_threshold"}
 
 
@@ -140,8 +139,8 @@ def best_threshold(scores: np.ndarray, is_dup: np.ndarray, distance: bool, targe
     """The threshold dropping the most labelled pairs whose Wilson lower bound of precision is >= target.
 
     Candidates are the labelled scores themselves (between two of them nothing labelled changes). A
-    distance drops at <= t, a similarity at >= t; a similarity is written rounded down to
-    SIMILARITY_STEP when that stays above the next looser labelled score.
+    distance drops at <= t, a similarity at >= t; a similarity is written rounded down (3 to 6
+    decimals) while it stays above the next looser labelled score.
     """
     scores = np.asarray(scores, float)
     is_dup = np.asarray(is_dup, bool)
@@ -165,9 +164,18 @@ def best_threshold(scores: np.ndarray, is_dup: np.ndarray, distance: bool, targe
         return Search(float(values[best]), int(n[best]), int(k[best]), low, high)
     value = float(-values[best])
     looser = float(-values[best + 1]) if best + 1 < len(values) else -math.inf
-    rounded = math.floor(value / SIMILARITY_STEP + 1e-9) * SIMILARITY_STEP
-    rounded = round(rounded, 6)
-    return Search(rounded if rounded > looser else value, int(n[best]), int(k[best]), low, high)
+    return Search(_short_value(value, looser), int(n[best]), int(k[best]), low, high)
+
+
+def _short_value(value: float, looser: float) -> float:
+    """`value` rounded down to the fewest decimals (3 to 6) that stay above `looser`: a threshold in the
+    gap between two labelled scores, not on a score (a rerun's float may differ in its last bits)."""
+    for decimals in range(3, 7):
+        step = 10.0**-decimals
+        rounded = round(math.floor(value / step + 1e-9) * step, decimals)
+        if looser < rounded <= value:
+            return rounded
+    return value
 
 
 def _current(decisions: pd.DataFrame, layer: str, langs: list[str] | None) -> float | None:
