@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peers", default=",".join(WHOLE_PROCESS_PEERS), help="peers timed as whole processes beside ours ('none': ours only)")
     p = sub.add_parser("registry", help="100k-doc batch against a registry of 10M documents (PostgreSQL)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
+    p = sub.add_parser("seen", help="`seen` URLs/s against a registry of 10M URLs (PostgreSQL)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
     p = sub.add_parser("rerun-commit", help="a 20k-doc hour's commit, then its rerun's commit (embedded and local server)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p = sub.add_parser("pairs", help="embedders on the labeled pair sets (semantic layer)")
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     # The pass-through commands parse their own options: argparse's REMAINDER after a subcommand does
     # not reliably take options that start with "--", so hand the rest of the line over untouched.
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in ("registry", "rerun-commit", "pairs", "semantic", "spark"):
+    if argv and argv[0] in ("registry", "seen", "rerun-commit", "pairs", "semantic", "spark"):
         args = argparse.Namespace(command=argv[0], rest=argv[1:])
     else:
         args = parser.parse_args(argv)
@@ -92,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.registry_bench import main as registry_main
 
         return registry_main(args.rest)
+    if args.command == "seen":
+        from bench.seen_bench import main as seen_main
+
+        return seen_main(args.rest)
     if args.command == "rerun-commit":
         from bench.rerun_commit import main as rerun_commit_main
 

@@ -395,9 +395,10 @@ class DedupConfig:
         """Defaults, then the YAML file named by DEDUP_CONFIG, then DEDUP_* variables, then overrides."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
-        yaml_path = env.get("DEDUP_CONFIG")
-        if yaml_path:
-            values.update(_read_yaml(Path(yaml_path)))
+        # DEDUP_CONFIG=base.yaml:overlay.yaml: files in order, a later one's keys win (an audit overlay).
+        for yaml_path in (env.get("DEDUP_CONFIG") or "").split(os.pathsep):
+            if yaml_path:
+                values.update(_read_yaml(Path(yaml_path)))
         values.update(_from_env(env))
         if overrides:
             values.update({k: v for k, v in overrides.items() if v is not None})
