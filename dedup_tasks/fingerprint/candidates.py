@@ -327,14 +327,14 @@ def _anchor_at(hashes, values, stamps, bits, pos, gen, mask, i, hi, other_bit, s
 
 # What differs decides a short text (a SHORT row, under ``simhash_min_chars``): it is no copy where a
 # passage was replaced, i.e. one text misses a run of the other's 5-gram positions longer than
-# SHORT_TYPO_RUN while the other misses one longer than SHORT_JOIN_RUN too. A wrong character misses 5
+# SHORT_TYPO_RUN while the other misses one longer than SHORT_JOIN_RUN (a typo or a join) too. A wrong character misses 5
 # positions, two wrong characters up to three apart 9 (a run at the text's start or end counts as if the
 # text went on); a cut or an insertion misses positions on one side and at most the 4 that span the
-# join on the other. Another headline after a site's shared lead-in
+# join on the other (or a typo's 5). Another headline after a site's shared lead-in
 # misses 10 or more on one side and more than 4 on the other, however long the lead-in the two share
 # (bench quality: short_leadin pages and their reposts with typos).
 SHORT_TYPO_RUN = 9
-SHORT_JOIN_RUN = 4
+SHORT_JOIN_RUN = 5
 # Additions are bounded: a newer text whose new positions (ADDED_MIN_SHARE of its 5-grams or more) lie
 # in one block (ADDED_BLOCK_CONCENTRATION of them, misses bridged over stretches of fewer than
 # ADDED_BRIDGE shared positions, which chance 5-grams like "ofthe" make) of at least ADDED_BLOCK_EN
