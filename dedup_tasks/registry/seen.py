@@ -30,7 +30,7 @@ import numpy as np
 import orjson
 import xxhash
 
-from dedup_tasks.normalize.url import InvalidURL, _canonicalize, _matcher_for
+from dedup_tasks.normalize.url import InvalidURL, _canonicalize, _matcher_for, page_identity
 from dedup_tasks.registry import bloom as bloom_mod
 
 CHUNK_URLS = 4096  # URLs per registry query: one round trip amortized over a few thousand lookups
@@ -70,7 +70,7 @@ def canonicalize(urls: list[str], tracking_params: Iterable[str]) -> CanonicalCh
             reasons[i] = f"unparsable url: {type(exc).__name__}"
             continue
         canonical[i] = text
-        keys[i] = hash64(text.encode("utf-8"))
+        keys[i] = hash64(page_identity(text).encode("utf-8"))  # L1's key: the page over either scheme
         valid[i] = True
     return CanonicalChunk(urls, canonical, keys, valid, reasons)
 
