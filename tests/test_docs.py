@@ -13,9 +13,9 @@ from dedup_tasks.config import DedupConfig
 
 REPO = Path(__file__).resolve().parent.parent
 SETTING_ROW = re.compile(r"^\| `([a-z_0-9]+)` \|", re.M)
-# Pages being rewritten into references by their own issues (#42, #43); drop them from this tuple once
+# Pages being rewritten into references by their own issues (#43); drop them from this tuple once
 # they are, and every check below covers them too.
-IN_REWRITE = ("semantic.md", "near-copies.md")
+IN_REWRITE = ("semantic.md",)
 
 
 def test_every_setting_is_in_the_configuration_table_and_no_stale_one() -> None:
