@@ -113,7 +113,7 @@ SHORT = -1.0  # a ``strict`` value: the loose rule, and any changed figure refus
 SHORT_FACTS_SHARE = 1e-9  # facts_differ's share for SHORT rows: one changed framed number is enough
 # 5-gram positions: a run this long is a passage (a sentence), shorter ones are edits. A changed span of
 # 16 space-free characters, about three English words. A long Chinese text counts shorter runs that are
-# added on one side (not replacements) as passages too (DedupConfig.minhash_passage_run_zh, _scattered).
+# added on one side (not replacements) as passages too (layers.near.PASSAGE_RUN_ZH, _scattered).
 LONG_RUN = 20
 
 
