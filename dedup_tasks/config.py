@@ -603,7 +603,10 @@ _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
 def _check_choices(config: DedupConfig) -> None:
-    """The fractions without a range above, and the named choices read only when L4 first embeds."""
+    """The fractions without a range above, the named choices read only when L4 first embeds, and a
+    data root that names something other than a folder (every output would fail under it)."""
+    if config.root and Path(config.root).expanduser().exists() and not Path(config.root).expanduser().is_dir():
+        raise ConfigError(f"config key 'root': {config.root} exists and is not a directory")
     for name in _FRACTIONS:
         value = getattr(config, name, None)
         if value is not None and not 0.0 <= value <= 1.0:

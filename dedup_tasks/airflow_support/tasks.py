@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dedup_tasks.config import ALL_LAYERS, DEFAULT_LAYERS, ConfigError, DedupConfig, run_config
-from dedup_tasks.io import BatchPaths, MissingPartition
+from dedup_tasks.io import BatchPaths, MissingPartition, check_input
 
 _HOUR = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}$")
 
@@ -108,6 +108,8 @@ def run_step(step: str, context: Mapping[str, Any]) -> dict:
     config = config_from_params(context.get("params") or {})
     paths = BatchPaths(Path(config.root).resolve(), batch_id_of(context))
     os.environ.setdefault("DEDUP_ROOT", str(paths.root))
+    if step == "validate":
+        check_input(paths.input)  # cheap checks first: a missing partition fails before the registry starts
     with _registry(config, step) as registry:
         return run(step, paths, config, registry)
 

@@ -184,7 +184,10 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         """Start (or attach to) the server; return its DSN."""
-        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise EmbeddedPostgresError(f"cannot create the embedded registry's folder {self.data_dir.parent}: {exc}") from exc
         with self._locked():
             running = self._running_instance()
             if running is not None:
