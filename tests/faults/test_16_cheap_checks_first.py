@@ -40,6 +40,8 @@ def test_the_cli_refuses_the_partition_before_the_registry_starts(tmp_path, stat
 
 @pytest.mark.parametrize("state", ["missing", "corrupt"])
 def test_the_validate_task_refuses_the_partition_before_the_registry_starts(tmp_path, monkeypatch, state):
+    from airflow.sdk.exceptions import AirflowFailException
+
     from dedup_tasks.airflow_support import run_step
     from dedup_tasks.io import InputError
 
@@ -47,6 +49,7 @@ def test_the_validate_task_refuses_the_partition_before_the_registry_starts(tmp_
     monkeypatch.setenv("DEDUP_ROOT", str(tmp_path))
     monkeypatch.delenv("DEDUP_DB_URL", raising=False)
     monkeypatch.delenv("AIRFLOW_CONN_DEDUP_DB", raising=False)
-    with pytest.raises(InputError):
+    with pytest.raises(AirflowFailException) as failed:
         run_step("validate", {"params": {"batch_hour": HOUR}})
+    assert isinstance(failed.value.__cause__, InputError)
     assert not registry_dir(tmp_path).exists()

@@ -74,7 +74,7 @@ def test_the_placed_cluster_holds_the_committed_batch(private_root):
     from dedup_tasks.registry.embedded import EmbeddedPostgres
 
     assert _run(private_root, HOURS[0]).returncode == 0
-    with EmbeddedPostgres(registry_dir(private_root) / "pg") as server:
-        with psycopg2.connect(server.dsn) as conn, conn.cursor() as cur:
-            cur.execute("SELECT count(*) FROM dedup.documents")
-            assert cur.fetchone()[0] == 30
+    server = EmbeddedPostgres(registry_dir(private_root) / "pg")
+    with server, psycopg2.connect(server.dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM dedup.documents")
+        assert cur.fetchone()[0] == 30
