@@ -47,7 +47,7 @@ PARAM_SPECS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
             "items": {"type": "string", "enum": list(ALL_LAYERS)},
             "minItems": 1,
             "uniqueItems": True,
-            "description": "layers to run (at least one; they always run in cascade order)",
+            "description": "layers to run: at least one, each once, in cascade order (url, exact, simhash, minhash, semantic)",
         },
     ),
     "simhash_max_distance": ("integer", 3, {"minimum": 0, "maximum": 16}),
