@@ -151,9 +151,9 @@ def _run_as(data_dir: Path) -> _RunAs:
     return _RunAs(entry.pw_name, entry.pw_uid, entry.pw_gid)
 
 
-def _check_traversable(path: Path, user: _RunAs) -> None:
-    """The server user must be able to reach the data directory; say so clearly instead of failing in initdb."""
-    for parent in path.resolve().parents:
+def _blocking_folder(path: Path, user: _RunAs) -> Path | None:
+    """The first folder above ``path`` that ``user`` cannot enter, or None."""
+    for parent in reversed(path.resolve().parents):
         st = parent.stat()
         if st.st_uid == user.uid:
             ok = st.st_mode & stat.S_IXUSR
@@ -162,11 +162,19 @@ def _check_traversable(path: Path, user: _RunAs) -> None:
         else:
             ok = st.st_mode & stat.S_IXOTH
         if not ok:
-            raise EmbeddedPostgresError(
-                f"the embedded PostgreSQL runs as user {user.name!r}, which cannot enter {parent} (mode "
-                f"{stat.filemode(st.st_mode)}): use a data root outside it, `chmod o+x {parent}`, or set "
-                f"DEDUP_DB_URL to an existing server"
-            )
+            return parent
+    return None
+
+
+def _check_traversable(path: Path, user: _RunAs) -> None:
+    """The server user must be able to reach the data directory; say so clearly instead of failing in initdb."""
+    parent = _blocking_folder(path, user)
+    if parent is not None:
+        raise EmbeddedPostgresError(
+            f"the embedded PostgreSQL runs as user {user.name!r}, which cannot enter {parent} (mode "
+            f"{stat.filemode(parent.stat().st_mode)}): use a data root outside it, `chmod o+x {parent}`, or set "
+            f"DEDUP_DB_URL to an existing server"
+        )
 
 
 class EmbeddedPostgres:
@@ -311,8 +319,9 @@ class EmbeddedPostgres:
             except (OSError, EmbeddedPostgresError) as exc:
                 raise EmbeddedPostgresError(f"{refused}; placing it in {place} instead failed too: {exc}") from exc
             # Once per data root, on stderr too (a run's output, an Airflow task's log): where the data went.
-            note = (f"embedded PostgreSQL data in {place} ({self.data_dir} links to it): its user {user.name!r} "
-                    f"cannot enter the data root's folders ({refused})")
+            blocked = _blocking_folder(target.parent, user) if target.parent.exists() else None
+            note = (f"embedded PostgreSQL data in {place} ({self.data_dir} links to it): the server runs as "
+                    f"{user.name!r}, which cannot enter {blocked or 'the data root'}")
             log.warning(note)
             print(f"note: {note}", file=sys.stderr, flush=True)
             return place

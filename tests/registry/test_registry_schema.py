@@ -225,5 +225,7 @@ def test_embedded_server_reports_an_unreachable_data_root(tmp_path):
         pytest.skip("only root runs the server as another user")
     locked = Path(tmp_path) / "locked"
     locked.mkdir(mode=0o700)
+    # A new cluster would be placed outside (tests/faults row 21); a folder already there is not moved.
+    (locked / "pg").mkdir()
     with pytest.raises(EmbeddedPostgresError, match="cannot enter"):
         EmbeddedPostgres(locked / "pg").start()
