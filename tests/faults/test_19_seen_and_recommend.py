@@ -98,14 +98,13 @@ def test_recommend_on_an_empty_or_malformed_week_is_one_line(tmp_path, pg_dsn, s
 
 
 @needs("audit", "recommend")
-def test_recommend_does_not_count_labels_of_another_week(tmp_path, pg_dsn, schema, request):
+def test_recommend_does_not_count_labels_of_another_week(tmp_path, pg_dsn, schema):
     """Week 49's labels in the store change nothing of a recommendation for week 48: the overlay (or the
     error) equals the one from a store without them."""
     import pandas as pd
 
     from dedup_tasks.audit.labels import LabelStore
 
-    other = request.getfixturevalue("schema")  # noqa: F841 - the same fixture gives one schema per test
     store = LabelStore(pg_dsn, schema)
     try:
         store.ensure_table()
@@ -115,12 +114,14 @@ def test_recommend_does_not_count_labels_of_another_week(tmp_path, pg_dsn, schem
         assert store.save(rows, "tester") == 30
     finally:
         store.close()
-    outputs = []
-    for name in (schema, f"t_{uuid.uuid4().hex[:12]}"):
+    outputs, empty = [], f"t_{uuid.uuid4().hex[:12]}"
+    for name in (schema, empty):
         out = tmp_path / f"{name}.yaml"
         result = _cli(["audit", "--root", str(tmp_path), "--db-url", pg_dsn, "recommend", "--weeks", "2026-W48", "--out", str(out)],
                       env={"DEDUP_DB_SCHEMA": name})
         errors = _one_error_or_success(result)
         body = [line for line in out.read_text().splitlines() if not line.lstrip().startswith("#")] if out.exists() else []
         outputs.append((result.returncode, [e.replace(name, "S") for e in errors], body))
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute(f'DROP SCHEMA IF EXISTS "{empty}" CASCADE')
     assert outputs[0] == outputs[1]
