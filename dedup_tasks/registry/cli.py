@@ -63,7 +63,8 @@ def _settings(args: argparse.Namespace) -> tuple[str | None, Path]:
     try:
         from dedup_tasks.config import DedupConfig
 
-        config = DedupConfig.load({"root": args.root, "db_url": args.db_url})
+        # --schema is validated as db_schema is everywhere (DedupConfig.validate), before a server starts.
+        config = DedupConfig.load({"root": args.root, "db_url": args.db_url, "db_schema": args.schema})
         return config.db_url, Path(config.root)
     except ImportError:  # the config module is optional for this maintenance tool
         import os
