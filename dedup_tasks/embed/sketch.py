@@ -12,14 +12,14 @@ default). The cosine of two sketches is a TF-IDF cosine, good enough to find the
 showing the transformer; it never drops a document on its own.
 
 Chinese words rank a rewrite's source first far more often than character bigrams (dev crawl: 70%
-against 50%, at a median cosine of 0.51 against 0.31; docs/semantic.md, session 17): a bigram across
+against 50%, at a median cosine of 0.51 against 0.31; docs/semantic.md): a bigram across
 a word boundary is noise that every page shares. Words cost a jieba pass over the Chinese rows (rjieba,
 about 4,000 documents/s on one core).
 
 The sketch's error is noise that every pair shares, and the candidate margin compares a pair with its
 row's neighbourhood, so the noise hides weak rewrites: Chinese rewrites of the dev crawl sit at a
 third of the English cosine. At 1,024 buckets 19 of the 45 zh dev rewrites that had no candidate at
-256 get one (docs/semantic.md, session 19), for 4x the stored bytes.
+256 get one (docs/semantic.md), for 4x the stored bytes.
 
 Cost: one pass of the MinHash shingle kernel (unigrams) plus a sort of the (document, feature)
 pairs; no model. ``bench/results/semantic-*.json`` reports it per document.

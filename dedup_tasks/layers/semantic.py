@@ -299,7 +299,7 @@ class SemanticLayer(Layer):
         """
         from dedup_tasks.contract import ContractError
         from dedup_tasks.io import read_published_rows
-        from dedup_tasks.pipeline import prepare
+        from dedup_tasks.prepare import prepare
 
         cached = self._partitions.get(batch_id, ())
         if cached is None or batch_id in self._whole_partitions:
@@ -561,7 +561,7 @@ class SemanticLayer(Layer):
 
         # Pairs scored on their sentences with no head gate need no head vector: their heads are never
         # embedded (in hours3 the gate at 0.85 refused 9 of 1,835 sentence pairs, and the heads cost as
-        # much as the sentences; docs/semantic.md, session 23).
+        # much as the sentences; docs/semantic.md).
         headless = aligned & (self.config.semantic_aligned_head_min <= -1.0)
         headed = live & ~headless
         # This batch's rows of the pairs still open: the suspects and their same-batch candidates, once each.
@@ -673,7 +673,7 @@ class SemanticLayer(Layer):
         number of highest sketch cosines (ties: the earlier pair). Empty without a budget or within it.
 
         The cosine itself, not its ratio to the row's neighbourhood: with the dev rewrites planted in
-        the 20,000-document hours (docs/semantic.md, session 25), a budget of 300 pairs an hour reaches
+        the 20,000-document hours (docs/semantic.md), a budget of 300 pairs an hour reaches
         70 of the 121 zh rewrites whose source is a candidate by cosine, 56 by the ratio, and 143 and
         146 of the 146 en ones."""
         budget = int(self.config.semantic_sketch_pair_budget)
