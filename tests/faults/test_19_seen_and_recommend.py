@@ -110,7 +110,7 @@ def test_recommend_does_not_count_labels_of_another_week(tmp_path, pg_dsn, schem
         store.ensure_table()
         rows = pd.DataFrame([{"week": "2026-W49", "sample_id": f"s{i}", "batch_id": "2026-12-01T00", "doc_id": f"d{i}",
                               "matched_batch_id": "2026-12-01T00", "matched_doc_id": f"m{i}", "kind": "drop", "layer": "minhash",
-                              "band": "0.7-0.8", "score": 0.75, "label": "wrong"} for i in range(30)])
+                              "band": "0.7-0.8", "score": 0.75, "label": "not_duplicate"} for i in range(30)])
         assert store.save(rows, "tester") == 30
     finally:
         store.close()
