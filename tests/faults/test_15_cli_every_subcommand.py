@@ -138,7 +138,9 @@ def test_the_walk_covers_every_command_of_the_issue():
 
 
 def test_every_subcommand_turns_a_malformed_argument_into_one_error_line(files, capsys, monkeypatch):
-    monkeypatch.delenv("DEDUP_DB_URL", raising=False)
+    # An unreachable database: a command that gets as far as the registry fails there (rc 3) at once,
+    # and no embedded server is started for the walk.
+    monkeypatch.setenv("DEDUP_DB_URL", BAD_DSN)
     monkeypatch.delenv("AIRFLOW_CONN_DEDUP_DB", raising=False)
     monkeypatch.setenv("DEDUP_ROOT", str(files["base"]))
     failures = []
@@ -150,6 +152,7 @@ def test_every_subcommand_turns_a_malformed_argument_into_one_error_line(files, 
         if rc not in DOCUMENTED_RCS or len(errors) != 1 or "Traceback" in err:
             failures.append((argv, rc, err[-400:]))
     assert not failures, json.dumps(failures, indent=1)
+    assert not (files["base"] / "registry" / "pg").exists()
 
 
 @pytest.mark.parametrize(
