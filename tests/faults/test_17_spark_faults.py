@@ -48,7 +48,7 @@ def _published(root: Path) -> list[Path]:
 
 
 def _spark_run(root: Path, master: str, schema_registry, kill_flag: Path | None):
-    """One archive job in a fresh Spark session (its master sets the task retries)."""
+    """One archive job in a fresh SparkSession (its master sets the task retries)."""
     from pyspark import SparkContext
 
     from dedup_tasks.engines.spark import run_batches, spark_session
