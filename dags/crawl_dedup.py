@@ -24,15 +24,11 @@ def _params() -> dict[str, Param]:
 
 
 def _step(name: str) -> dict:
-    from airflow.sdk.exceptions import AirflowFailException
+    from dedup_tasks.airflow_support import run_step
 
-    from dedup_tasks.airflow_support import FAIL_FAST_ERRORS, run_step
-
-    try:
-        return run_step(name, get_current_context())
-    except FAIL_FAST_ERRORS as exc:
-        # A missing partition or a bad Param: no retry can fix it, so fail now, not 2 x 2 min later.
-        raise AirflowFailException(str(exc)) from exc
+    # An error no retry can fix (bad Param, missing partition, registry that cannot start) fails the
+    # task at once (AirflowFailException), not 2 x 2 min later.
+    return run_step(name, get_current_context())
 
 
 @dag(

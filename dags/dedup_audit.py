@@ -34,10 +34,9 @@ from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_conte
 def dedup_audit():
     @task
     def audit() -> dict:
-        from dedup_tasks.audit.run import run_for_interval
+        from dedup_tasks.airflow_support import run_audit_week
 
-        context = get_current_context()
-        return run_for_interval(context["data_interval_start"], dict(context["params"]))
+        return run_audit_week(get_current_context())
 
     audit()
 

@@ -8,9 +8,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from dedup_tasks.cli_errors import ErrorLineParser, report_or_raise
 from dedup_tasks.config import ALL_LAYERS, ConfigError, DedupConfig
-from dedup_tasks.contract import ContractError
-from dedup_tasks.io import BatchPaths, InputError, OutputError, parse_batch_id
+from dedup_tasks.io import BatchPaths, InputError, check_input, parse_batch_id
 from dedup_tasks.layers import LayerStats
 from dedup_tasks.registry.base import MemoryRegistry, Registry
 from dedup_tasks.runtime import is_entry_point, process_settings, resume_gc, skip_pyarrow_pandas_probe
@@ -27,7 +27,7 @@ def _parse_set(values: list[str]) -> dict[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m dedup_tasks", description="Deduplicate web-crawl batches.")
+    parser = ErrorLineParser(prog="python -m dedup_tasks", description="Deduplicate web-crawl batches.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="deduplicate one batch (an hour partition, or any Parquet file/dir)")
@@ -133,6 +133,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             batches = [p for p in batches if p.input.exists()]
             if not batches:
                 raise InputError(f"no input partition between {args.batch} and {args.until} under {root / 'crawl'}")
+    for paths in batches:
+        check_input(paths.input)  # cheap checks first: before a registry or Spark starts
     if is_entry_point() and args.engine != "spark" and "semantic" not in config.layers:
         # L1-L3 need no pandas, and this process ends with the run: pyarrow's first conversions no
         # longer import it (~0.16 CPU-s, ~30 MiB; runtime.skip_pyarrow_pandas_probe).
@@ -261,33 +263,6 @@ def main(argv: list[str] | None = None) -> int:
             from dedup_tasks.embed.cross_training import cross_encoder_main
 
             return cross_encoder_main(args.rest)
-    except (ConfigError, ContractError, InputError) as exc:
-        return _error(exc, 2)
-    except OutputError as exc:
-        return _error(exc, 4)
-    except Exception as exc:  # noqa: BLE001 - classified below, else re-raised with its traceback
-        if _is_registry_error(exc):
-            return _error(exc, 3)
-        raise
+    except Exception as exc:  # noqa: BLE001 - input, registry and output errors are one line; others re-raised
+        return report_or_raise(exc)
     return 1
-
-
-def _is_registry_error(exc: BaseException) -> bool:
-    """The registry's own failures (version, database unreachable or failing, embedded server)."""
-    import psycopg2
-
-    from dedup_tasks.registry.embedded import EmbeddedPostgresError
-    from dedup_tasks.registry.migrate import RegistryVersionError
-
-    return isinstance(exc, (psycopg2.Error, EmbeddedPostgresError, RegistryVersionError))
-
-
-def _error(exc: BaseException, rc: int) -> int:
-    """One ``error:`` line (libpq's messages span lines; a DSN's password is never in them)."""
-    import psycopg2
-
-    text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
-    if isinstance(exc, psycopg2.OperationalError):
-        text = f"registry database: {text}"
-    print(f"error: {text or type(exc).__name__}", file=sys.stderr)
-    return rc

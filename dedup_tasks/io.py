@@ -50,7 +50,7 @@ def parse_batch_id(value: str) -> str:
     if not m:
         if re.match(r"^[\w.\-]+$", value):
             return value
-        raise ValueError(f"batch id {value!r}: expected an hour like 2026-12-01T00")
+        raise InputError(f"batch id {value!r}: expected an hour like 2026-12-01T00 (or letters, digits, '.', '_', '-')")
     return f"{m.group(1)}T{m.group(2)}"
 
 
@@ -99,6 +99,22 @@ def input_files(path: Path) -> list[Path]:
     files = sorted(p for p in path.rglob("*.parquet") if not p.name.startswith((".", "_")))
     if not files:
         raise MissingPartition(f"input partition {path} holds no .parquet files")
+    return files
+
+
+def check_input(path: Path) -> list[Path]:
+    """The cheap check a run makes before it starts anything (a registry, Spark): the partition exists,
+    holds Parquet files, and each one opens with a readable Parquet footer. Reads no row."""
+    try:
+        files = input_files(path)
+    except OSError as exc:
+        raise InputError(f"input partition {path} cannot be listed ({exc.strerror or exc})") from exc
+    for file in files:
+        try:
+            with pq.ParquetFile(file) as parquet:
+                parquet.metadata  # noqa: B018 - the footer is read here
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(f"{file}: not a readable Parquet file ({exc})") from exc
     return files
 
 
@@ -233,9 +249,9 @@ def replace_dir(final_dir: Path, fill: Callable[[Path], None]) -> Path:
     Readers see the old directory or the new one, never a half-written one; a failing ``fill``
     leaves ``final_dir`` as it was and no temporary files behind.
     """
-    final_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = final_dir.parent / f".{final_dir.name}.tmp-{uuid.uuid4().hex}"
     try:
+        final_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp.mkdir()
         fill(tmp)
         _swap_into_place(tmp, final_dir)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from dedup_tasks.cli_errors import ErrorLineParser
 from dedup_tasks.config import ConfigError, DedupConfig
 from dedup_tasks.fingerprint.minhash import (
     EN_CHAR_SHINGLES,
@@ -63,7 +64,7 @@ def propose_from_table(table: pa.Table, name: str, config: DedupConfig) -> Stopl
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m dedup_tasks stoplist", description=__doc__.split("\n\n")[0])
+    parser = ErrorLineParser(prog="python -m dedup_tasks stoplist", description=__doc__.split("\n\n")[0])
     verbs = parser.add_subparsers(dest="verb", required=True)
     learn = verbs.add_parser("learn", help="write the stoplist of common English shingles of Parquet input")
     learn.add_argument("--input", type=Path, action="append", required=True, help="a Parquet file or directory (repeatable)")

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dedup_tasks.airflow_support.tasks import PARAM_SPECS, config_from_params
+from dedup_tasks.airflow_support.tasks import PARAM_SPECS, config_from_params, fails_fast
 from dedup_tasks.io import BatchPaths, InputError
 
 ARCHIVE_PARAM_SPECS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
@@ -19,6 +19,7 @@ ARCHIVE_PARAM_SPECS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
 }
 
 
+@fails_fast
 def run_archive(params: Mapping[str, Any]) -> dict:
     """Deduplicate every hour from ``first_batch`` to ``last_batch`` on Spark, oldest first.
 

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from dedup_tasks.cli_errors import one_line
 from dedup_tasks.config import ALL_LAYERS, DEFAULT_LAYERS, ConfigError, DedupConfig, run_config
-from dedup_tasks.io import BatchPaths, MissingPartition
+from dedup_tasks.contract import ContractError
+from dedup_tasks.io import BatchPaths, InputError, MissingPartition, check_input
+from dedup_tasks.registry.embedded import EmbeddedPostgresError
+from dedup_tasks.registry.migrate import RegistryVersionError
+
+T = TypeVar("T")
 
 _HOUR = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}$")
 
@@ -42,7 +49,7 @@ PARAM_SPECS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
             "items": {"type": "string", "enum": list(ALL_LAYERS)},
             "minItems": 1,
             "uniqueItems": True,
-            "description": "layers to run (at least one; they always run in cascade order)",
+            "description": "layers to run: at least one, each once, in cascade order (url, exact, simhash, minhash, semantic)",
         },
     ),
     # Thresholds: null (the default) takes the deployment's value (DEDUP_CONFIG, e.g. with an audit
@@ -73,8 +80,29 @@ def batch_id_for(data_interval_start: datetime) -> str:
     return data_interval_start.strftime("%Y-%m-%dT%H")
 
 
-# Library errors a retry cannot fix: the DAG fails the task at once on these (AirflowFailException).
-FAIL_FAST_ERRORS: tuple[type[Exception], ...] = (MissingPartition, ConfigError)
+# Library errors a retry cannot fix: a bad configuration or Param, an input partition that is missing
+# or unreadable, a registry of a newer version, an embedded server that cannot start (its user cannot
+# reach the data root, no server binaries). Every task of every DAG fails at once on these
+# (AirflowFailException, through ``fails_fast``) instead of holding the run through its retries.
+FAIL_FAST_ERRORS: tuple[type[Exception], ...] = (
+    MissingPartition, InputError, ConfigError, ContractError, EmbeddedPostgresError, RegistryVersionError,
+)
+
+
+def fails_fast(fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn`` raising AirflowFailException (no retry) for FAIL_FAST_ERRORS; the message is the error's
+    one line, the library's exception its cause. Every task entry point of this package wears it."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except FAIL_FAST_ERRORS as exc:
+            from airflow.sdk.exceptions import AirflowFailException
+
+            raise AirflowFailException(f"error: {one_line(str(exc)) or type(exc).__name__}") from exc
+
+    return wrapper
 
 
 def config_from_params(params: Mapping[str, Any]) -> DedupConfig:
@@ -104,6 +132,7 @@ def _registry(config: DedupConfig, step: str) -> Iterator[Any]:
         yield registry
 
 
+@fails_fast
 def run_step(step: str, context: Mapping[str, Any]) -> dict:
     """Run one cascade step for the run's data interval; returns paths and counts for XCom."""
     from dedup_tasks.runtime import process_settings
@@ -113,10 +142,13 @@ def run_step(step: str, context: Mapping[str, Any]) -> dict:
     config = config_from_params(context.get("params") or {})
     paths = BatchPaths(Path(config.root).resolve(), batch_id_of(context))
     os.environ.setdefault("DEDUP_ROOT", str(paths.root))
+    if step == "validate":
+        check_input(paths.input)  # cheap checks first: a missing partition fails before the registry starts
     with _registry(config, step) as registry:
         return run(step, paths, config, registry)
 
 
+@fails_fast
 def run_compaction(context: Mapping[str, Any]) -> dict:
     """The maintenance DAG's task: compact the registry when its recent tier is over the threshold."""
     from dedup_tasks.registry.maintenance import compact_registry
@@ -127,6 +159,7 @@ def run_compaction(context: Mapping[str, Any]) -> dict:
     return compact_registry(config, min_docs)
 
 
+@fails_fast
 def run_sentence_pruning(context: Mapping[str, Any]) -> dict:
     """The maintenance DAG's task: delete the sentence vectors older than the retention (none without one)."""
     from dedup_tasks.registry.maintenance import prune_sentence_vectors
@@ -134,3 +167,11 @@ def run_sentence_pruning(context: Mapping[str, Any]) -> dict:
     params = dict(context.get("params") or {})
     config = run_config({"root": params.get("root")})
     return prune_sentence_vectors(config, params.get("sentence_retention_days"))
+
+
+@fails_fast
+def run_audit_week(context: Mapping[str, Any]) -> dict:
+    """The audit DAG's task: the ISO week the run's data interval starts in (dedup_tasks.audit.run)."""
+    from dedup_tasks.audit.run import run_for_interval
+
+    return run_for_interval(context["data_interval_start"], dict(context.get("params") or {}))

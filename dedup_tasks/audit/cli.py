@@ -149,9 +149,14 @@ def _whatif(args: argparse.Namespace, root: Path) -> int:
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     if args.out:
-        if args.out.suffix == ".parquet":
-            result.changes.to_parquet(args.out, index=False)
-        else:
-            result.changes.to_csv(args.out, index=False)
+        from dedup_tasks.io import OutputError
+
+        try:
+            if args.out.suffix == ".parquet":
+                result.changes.to_parquet(args.out, index=False)
+            else:
+                result.changes.to_csv(args.out, index=False)
+        except OSError as exc:
+            raise OutputError(exc.errno, f"--out {args.out}: cannot write ({exc})") from exc
         print(f"changes: {args.out}")
     return 0

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dedup_tasks.cli_errors import ErrorLineParser
 from dedup_tasks.embed.cross_encoder import POOLED_SCALE, CrossEncoder, pair_ids
 from dedup_tasks.io import InputError
 
@@ -131,7 +132,7 @@ def save(cross: CrossEncoder, path: str | Path) -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ErrorLineParser(
         prog="python -m dedup_tasks cross-encoder",
         description="Train the cross-encoder that confirms L4's rewrite candidates (semantic_sketch_confirm=cross).",
     )

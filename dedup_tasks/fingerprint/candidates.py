@@ -113,7 +113,7 @@ SHORT = -1.0  # a ``strict`` value: the loose rule, and any changed figure refus
 SHORT_FACTS_SHARE = 1e-9  # facts_differ's share for SHORT rows: one changed framed number is enough
 # 5-gram positions: a run this long is a passage (a sentence), shorter ones are edits. A changed span of
 # 16 space-free characters, about three English words. A long Chinese text counts shorter runs that are
-# added on one side (not replacements) as passages too (DedupConfig.minhash_passage_run_zh, _scattered).
+# added on one side (not replacements) as passages too (layers.near.PASSAGE_RUN_ZH, _scattered).
 LONG_RUN = 20
 
 
@@ -332,7 +332,9 @@ def _anchor_at(hashes, values, stamps, bits, pos, gen, mask, i, hi, other_bit, s
 # text went on); a cut or an insertion misses positions on one side and at most the 4 that span the
 # join on the other (or a typo's 5). Another headline after a site's shared lead-in
 # misses 10 or more on one side and more than 4 on the other, however long the lead-in the two share
-# (bench quality: short_leadin pages and their reposts with typos).
+# (bench quality: short_leadin pages and their reposts with typos). Where no run on either side is
+# longer than a typo's, the pair is a copy from the Jaccard floor whatever its coverage
+# (``_short_noise_only``); the facts check still refuses a changed figure.
 SHORT_TYPO_RUN = 9
 SHORT_JOIN_RUN = 5
 # Additions are bounded: a newer text whose new positions (ADDED_MIN_SHARE of its 5-grams or more) lie
@@ -380,6 +382,28 @@ def _longest_miss(hashes, offsets, table, d, other_bit, bridge, edges):
         else:
             gap += 1
     return longest, total
+
+
+@njit(cache=True)
+def _short_noise_only(hashes, offsets, table, d, c):
+    """Whether every difference of the short pair (d, c) that ``_overlap`` last put in ``table`` is
+    noise: no run of missed positions on either side longer than a typo's (SHORT_TYPO_RUN). Such a
+    pair is a copy from the verifier's Jaccard floor, whatever its coverage (two typos in a 40-character
+    text leave it 0.75)."""
+    a, _ = _longest_miss(hashes, offsets, table, d, IN_B, 0, True)
+    b, _ = _longest_miss(hashes, offsets, table, c, IN_A, 0, True)
+    return max(a, b) <= SHORT_TYPO_RUN
+
+
+@njit(cache=True)
+def _pair_short_noise_only(hashes, offsets, newer, earlier):
+    """``_short_noise_only`` of each (newer[i], earlier[i])."""
+    table = _pair_table(offsets)
+    out = np.zeros(len(newer), np.bool_)
+    for i in range(len(newer)):
+        _overlap(hashes, offsets, table, newer[i], earlier[i])
+        out[i] = _short_noise_only(hashes, offsets, table, newer[i], earlier[i])
+    return out
 
 
 @njit(cache=True)
@@ -458,6 +482,12 @@ def verify_pairs(
         ok[maybe] = _pair_by_passages(
             np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(newer, np.int64)[maybe],
             np.asarray(earlier, np.int64)[maybe], rule, np.ascontiguousarray(added),
+        )  # fmt: skip
+    short = np.flatnonzero(~ok & (strict == SHORT) & (jac >= rule[1]))
+    if len(short):
+        ok[short] = _pair_short_noise_only(
+            np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(newer, np.int64)[short],
+            np.asarray(earlier, np.int64)[short],
         )  # fmt: skip
     if numbers is not None:
         ok = facts_veto(verifier, numbers, newer, earlier, jac, ok, strict)
@@ -652,6 +682,8 @@ def _stream(
                             ok = _accepts(s, c_new, c_old, strict[d], rule)
                             if not ok and _passage_candidate(s, c_new, c_old, strict[d], rule):
                                 ok = _by_passages(hashes, hash_off, table, d, c, rule, runs[d] if len(runs) else int(rule[6]))
+                            if not ok and strict[d] == SHORT and s >= rule[1]:
+                                ok = _short_noise_only(hashes, hash_off, table, d, c)
                             if ok and facts and s < rule[9] and not strict[d] >= 0:
                                 share = rule[8] if strict[d] != strict[d] else SHORT_FACTS_SHARE
                                 ok = not facts_differ(nums, num_off, d, c, int(rule[7]), share, int(rule[10]))

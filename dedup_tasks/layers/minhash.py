@@ -92,23 +92,54 @@ TEXT_UNVERIFIED_REASON = (
 )
 
 
+# The verifier's rule (fingerprint.candidates.Verifier; docs/near-copies.md), read on the bench's train
+# crawl with margins to the closest must-keep pairs. Named constants, not settings: no benchmark showed a
+# user would move them (the thresholds a user tunes, minhash_threshold and the coverages the audit's
+# what-if replays, stay in DedupConfig).
+# Lowest Jaccard of a truncation (the earlier covers minhash_min_coverage of the newer) and of an
+# addition (the newer covers the earlier); 0.45 for additions dropped a template page.
+VERIFY_MIN_JACCARD = 0.45
+ADDITIONS_MIN_JACCARD = 0.5
+# The passage rule: at most this share of either text differs in short runs (list pages differ everywhere).
+MAX_SCATTERED = 0.15
+# Inside a sentence one text has and the other lacks, the language's common 5-grams ("ofthe", "ation")
+# occur in the other text by chance: a shared stretch shorter than this between two misses is part of
+# the miss, so an inserted or cut sentence stays one passage (English copies at J 0.5-0.7).
+PASSAGE_BRIDGE = 2
+# What the two texts share must itself come in passages: this share of each one's shared positions in
+# stretches of candidates.LONG_RUN (a retelling shares phrases between its own wording).
+PASSAGE_MIN_SHARED = 0.85
+# A miss this short (5-gram positions) is a typo, not a replaced passage.
+PASSAGE_TYPO_RUN = 5
+# A short text doubled by an inserted sentence: the newer covers this much of the earlier (a typo breaks
+# at most 5 5-grams: ~0.6% of characters mistyped) and the pair is a copy from this Jaccard when the
+# passage rule holds (what is added is whole passages).
+ADDITIONS_PASSAGE_MIN_JACCARD = 0.45
+ADDITIONS_PASSAGE_MIN_COVERAGE = 0.97
+# The facts check refuses a pair where this many of the newer's numbers stand where the earlier states
+# another figure (numbers.changed_in_place): a copy keeps the figures of the sentences it keeps.
+FACTS_MIN_IN_PLACE = 1
+# A registered document is judged on signature estimates (+-0.04): its Jaccard floors are raised by this.
+REGISTRY_MARGIN = 0.1
+
+
 def registry_verifier_of(cfg) -> Verifier:
     """The rule for a registered document, read through its signature (see DedupConfig)."""
-    m = cfg.minhash_registry_margin
+    m = REGISTRY_MARGIN
     return Verifier(
-        cfg.minhash_registry_threshold, cfg.minhash_verify_min_jaccard + m, cfg.minhash_registry_min_coverage,
-        cfg.minhash_additions_min_jaccard + m,
+        cfg.minhash_registry_threshold, VERIFY_MIN_JACCARD + m, cfg.minhash_registry_min_coverage,
+        ADDITIONS_MIN_JACCARD + m,
     )  # fmt: skip
 
 
 def verifier_of(cfg) -> Verifier:
     return Verifier(
-        cfg.minhash_threshold, cfg.minhash_verify_min_jaccard, cfg.minhash_min_coverage,
-        cfg.minhash_additions_min_jaccard, cfg.minhash_passage_min_coverage, cfg.minhash_max_scattered,
+        cfg.minhash_threshold, VERIFY_MIN_JACCARD, cfg.minhash_min_coverage,
+        ADDITIONS_MIN_JACCARD, cfg.minhash_passage_min_coverage, MAX_SCATTERED,
         cfg.minhash_facts_min_new, cfg.minhash_facts_min_share, cfg.minhash_facts_max_jaccard,
-        cfg.minhash_facts_min_in_place, cfg.minhash_additions_passage_min_jaccard,
-        cfg.minhash_additions_passage_min_coverage, cfg.minhash_passage_bridge, cfg.minhash_passage_min_shared,
-        cfg.minhash_passage_typo_run,
+        FACTS_MIN_IN_PLACE, ADDITIONS_PASSAGE_MIN_JACCARD,
+        ADDITIONS_PASSAGE_MIN_COVERAGE, PASSAGE_BRIDGE, PASSAGE_MIN_SHARED,
+        PASSAGE_TYPO_RUN,
     )  # fmt: skip
 
 

@@ -88,13 +88,20 @@ def bool_col(batch: pa.Table, name: str) -> np.ndarray:
 
 
 URL_UPDATE = "_url_update"  # set by L1: the row's URL was seen before with other content
+# A page L1 kept as an update of a page it knew is dropped as a copy only from this Jaccard: new content
+# under a known URL stays an update unless near-identical (docs/near-copies.md, "Updates").
+UPDATE_JACCARD = 0.9
+# In a Chinese text of at least simhash_min_chars, a run of this many 5-gram positions added on one side
+# (an inserted or cut sentence) is a passage too, not only runs of candidates.LONG_RUN (20: ~16
+# space-free English characters). The same content takes 0.40 of those characters in Chinese (STS-B
+# train/dev and its translation; news sentences 0.32): 4 + 0.40 x 16 = 10. docs/near-copies.md.
+PASSAGE_RUN_ZH = 10
 
 
 def strict_rows(batch: pa.Table, cfg) -> np.ndarray:
     """Per row the plain Jaccard the verifier asks instead of its coverage rule (NaN: none): for a
-    page L1 kept as an update of a page it knew, ``minhash_update_jaccard`` (new content under a
-    known URL stays an update unless near-identical); for a text under ``minhash_short_plain_chars``,
-    ``minhash_short_jaccard``; for another text under ``simhash_min_chars``, ``SHORT``: the verifier,
+    page L1 kept as an update of a page it knew, ``UPDATE_JACCARD`` (new content under a
+    known URL stays an update unless near-identical); for a text under ``simhash_min_chars``, ``SHORT``: the verifier,
     with a facts check that one changed figure fails (in a flash a few changed facts leave most
     5-grams shared, and the facts check reads exactly those)."""
     from dedup_tasks.fingerprint.candidates import SHORT
@@ -102,22 +109,21 @@ def strict_rows(batch: pa.Table, cfg) -> np.ndarray:
     out = np.full(batch.num_rows, np.nan)
     length = text_lengths(batch)
     out[length < cfg.simhash_min_chars] = SHORT
-    out[length < cfg.minhash_short_plain_chars] = cfg.minhash_short_jaccard
     if URL_UPDATE in batch.column_names:
-        out[bool_col(batch, URL_UPDATE)] = cfg.minhash_update_jaccard
+        out[bool_col(batch, URL_UPDATE)] = UPDATE_JACCARD
     return out
 
 
 def passage_runs(lang: np.ndarray, length: np.ndarray, cfg) -> np.ndarray:
     """Per row the verifier's added-passage run length (5-gram positions) when the row is the newer
-    of a pair: ``minhash_passage_run_zh`` for a Chinese text of at least ``simhash_min_chars`` (a
+    of a pair: ``PASSAGE_RUN_ZH`` for a Chinese text of at least ``simhash_min_chars`` (a
     Chinese sentence takes 0.4 of the characters of an English one; only runs added on one side count,
     ``candidates._scattered``), ``LONG_RUN`` otherwise (short texts too: a flash from a template
     differs only in short runs)."""
     from dedup_tasks.fingerprint.candidates import LONG_RUN
 
     zh = (np.asarray(lang, object) == "zh") & (np.asarray(length, np.int64) >= cfg.simhash_min_chars)
-    return np.where(zh, cfg.minhash_passage_run_zh, LONG_RUN).astype(np.int64)
+    return np.where(zh, PASSAGE_RUN_ZH, LONG_RUN).astype(np.int64)
 
 
 def passage_runs_of(batch: pa.Table, cfg) -> np.ndarray:

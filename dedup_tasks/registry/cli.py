@@ -17,6 +17,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from dedup_tasks.cli_errors import RC_INPUT, RC_REGISTRY, ErrorLineParser, report
 from dedup_tasks.registry.migrate import (
     DEFAULT_SCHEMA,
     RegistryVersionError,
@@ -27,9 +28,7 @@ from dedup_tasks.registry.migrate import (
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m dedup_tasks db", description="fingerprint registry maintenance"
-    )
+    parser = ErrorLineParser(prog="python -m dedup_tasks db", description="fingerprint registry maintenance")
     parser.add_argument("--db-url", help="PostgreSQL URL (default: DEDUP_DB_URL, Airflow dedup_db, embedded)")
     parser.add_argument(
         "--root", help="data root (default: DEDUP_ROOT or ./data); holds the embedded server and filter"
@@ -67,7 +66,8 @@ def _settings(args: argparse.Namespace) -> tuple[str | None, Path]:
     try:
         from dedup_tasks.config import DedupConfig
 
-        config = DedupConfig.load({"root": args.root, "db_url": args.db_url})
+        # --schema is validated as db_schema is everywhere (DedupConfig.validate), before a server starts.
+        config = DedupConfig.load({"root": args.root, "db_url": args.db_url, "db_schema": args.schema})
         return config.db_url, Path(config.root)
     except ImportError:  # the config module is optional for this maintenance tool
         import os
@@ -181,13 +181,9 @@ def db_main(argv: list[str]) -> int:
                     f"expected false-positive rate {rebuilt.bloom.expected_fp_rate():.2e}"
                 )
                 return 0
-    except RegistryVersionError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (psycopg2.Error, EmbeddedPostgresError) as exc:
-        print(f"error: {exc}".rstrip(), file=sys.stderr)
-        return 1
-    return 2
+    except (RegistryVersionError, psycopg2.Error, EmbeddedPostgresError) as exc:
+        return report(exc, RC_REGISTRY)
+    return RC_INPUT
 
 
 def _export_bloom(dsn: str, schema: str, root: Path, out: Path) -> int:

@@ -7,19 +7,28 @@ no TCP port is opened, so two data roots never collide and nothing is reachable 
 PostgreSQL refuses to run as root. When this process is root, the server runs as an unprivileged
 user: the owner of an existing data directory, else $DEDUP_PG_OS_USER, else `postgres` when it exists,
 else a system user `dedup-pg` created with useradd, else `nobody`.
+
+That user must be able to enter every folder above the data directory. Root's clone often sits in a
+folder of mode 700 (`/root` on most images), which it cannot: then a new cluster is placed in
+SERVER_PLACE/<name>-<hash of the data directory's path>/pg, a folder owned by that user, and
+`<root>/registry/pg` becomes a symbolic link to it, so every later run of the same data root finds it
+again. The run logs where it went. Where the user can reach the data root, the cluster stays in it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import logging
 import os
 import pwd
+import re
 import shutil
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -40,6 +49,21 @@ DEFAULT_SETTINGS: dict[str, str] = {
 
 class EmbeddedPostgresError(RuntimeError):
     """The embedded server could not be initialised or started."""
+
+
+# Where a cluster goes when the server's user cannot reach the data root (module docstring): a folder
+# every user may traverse on Linux images, owned by root.
+SERVER_PLACE = Path("/var/lib/crawl-dedup")
+
+
+def server_place(data_dir: Path) -> Path:
+    """The data directory a cluster of ``data_dir`` gets under SERVER_PLACE: named after the folders
+    above ``<root>/registry/pg`` and a hash of its absolute path, so two data roots never share one."""
+    path = Path(data_dir).absolute()
+    label = "-".join(part for part in path.parts[-4:-2] if part not in ("/", "")) or "root"
+    label = re.sub(r"[^A-Za-z0-9_.-]", "_", label)[:60]
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    return SERVER_PLACE / f"{label}-{digest}" / "pg"
 
 
 @dataclass(frozen=True)
@@ -127,9 +151,9 @@ def _run_as(data_dir: Path) -> _RunAs:
     return _RunAs(entry.pw_name, entry.pw_uid, entry.pw_gid)
 
 
-def _check_traversable(path: Path, user: _RunAs) -> None:
-    """The server user must be able to reach the data directory; say so clearly instead of failing in initdb."""
-    for parent in path.resolve().parents:
+def _blocking_folder(path: Path, user: _RunAs) -> Path | None:
+    """The first folder above ``path`` that ``user`` cannot enter, or None."""
+    for parent in reversed(path.resolve().parents):
         st = parent.stat()
         if st.st_uid == user.uid:
             ok = st.st_mode & stat.S_IXUSR
@@ -138,11 +162,19 @@ def _check_traversable(path: Path, user: _RunAs) -> None:
         else:
             ok = st.st_mode & stat.S_IXOTH
         if not ok:
-            raise EmbeddedPostgresError(
-                f"the embedded PostgreSQL runs as user {user.name!r}, which cannot enter {parent} (mode "
-                f"{stat.filemode(st.st_mode)}): use a data root outside it, `chmod o+x {parent}`, or set "
-                f"DEDUP_DB_URL to an existing server"
-            )
+            return parent
+    return None
+
+
+def _check_traversable(path: Path, user: _RunAs) -> None:
+    """The server user must be able to reach the data directory; say so clearly instead of failing in initdb."""
+    parent = _blocking_folder(path, user)
+    if parent is not None:
+        raise EmbeddedPostgresError(
+            f"the embedded PostgreSQL runs as user {user.name!r}, which cannot enter {parent} (mode "
+            f"{stat.filemode(parent.stat().st_mode)}): use a data root outside it, `chmod o+x {parent}`, or set "
+            f"DEDUP_DB_URL to an existing server"
+        )
 
 
 class EmbeddedPostgres:
@@ -184,8 +216,12 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         """Start (or attach to) the server; return its DSN."""
-        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise EmbeddedPostgresError(f"cannot create the embedded registry's folder {self.data_dir.parent}: {exc}") from exc
         with self._locked():
+            self.data_dir = self._reachable_data_dir()
             running = self._running_instance()
             if running is not None:
                 self._socket_dir, self._port = running
@@ -257,6 +293,39 @@ class EmbeddedPostgres:
         self.stop()
 
     # ---- internals --------------------------------------------------------------------------
+    def _reachable_data_dir(self) -> Path:
+        """The cluster's real folder: ``data_dir`` (through the link of an earlier placement), or, for a
+        new cluster that the server's user could not reach there, one under SERVER_PLACE with
+        ``data_dir`` linked to it (module docstring)."""
+        target = self.data_dir.resolve()
+        if os.geteuid() != 0:
+            return target
+        user = _run_as(target)
+        try:
+            _check_traversable(target, user)
+            return target
+        except (EmbeddedPostgresError, FileNotFoundError) as refused:  # not found: a link to a place that is gone
+            if self.data_dir.exists() and not self.data_dir.is_symlink():
+                raise  # a cluster (or something else) is already there: moving it is the operator's call
+            place = server_place(self.data_dir)
+            try:
+                SERVER_PLACE.mkdir(mode=0o755, parents=True, exist_ok=True)
+                place.parent.mkdir(mode=0o700, exist_ok=True)
+                os.chown(place.parent, user.uid, user.gid)
+                _check_traversable(place, user)
+                if self.data_dir.is_symlink():
+                    self.data_dir.unlink()  # a link to a place that is gone: the cluster starts anew
+                self.data_dir.symlink_to(place, target_is_directory=True)
+            except (OSError, EmbeddedPostgresError) as exc:
+                raise EmbeddedPostgresError(f"{refused}; placing it in {place} instead failed too: {exc}") from exc
+            # Once per data root, on stderr too (a run's output, an Airflow task's log): where the data went.
+            blocked = _blocking_folder(target.parent, user) if target.parent.exists() else None
+            note = (f"embedded PostgreSQL data in {place} ({self.data_dir} links to it): the server runs as "
+                    f"{user.name!r}, which cannot enter {blocked or 'the data root'}")
+            log.warning(note)
+            print(f"note: {note}", file=sys.stderr, flush=True)
+            return place
+
     @contextlib.contextmanager
     def _locked(self) -> Any:
         # Two processes of one data root starting at once: one initdb/start, the other attaches.

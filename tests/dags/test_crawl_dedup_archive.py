@@ -39,5 +39,9 @@ def test_missing_hours_are_a_clear_error(tmp_path, monkeypatch):
     # A run's root must be the data root or under it (issue #16 row 4).
     monkeypatch.setenv("DEDUP_ROOT", str(tmp_path))
 
-    with pytest.raises(InputError, match="no input partition"):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    # No retry can make the hours appear: the task fails at once (tests/faults row 20).
+    with pytest.raises(AirflowFailException, match="no input partition") as failed:
         run_archive({"root": str(tmp_path), "first_batch": "2026-12-01T00", "last_batch": "2026-12-01T02"})
+    assert isinstance(failed.value.__cause__, InputError)

@@ -10,6 +10,7 @@ from dedup_tasks.engines.pairs import resolve_pairs
 from dedup_tasks.fingerprint.candidates import stream_minhash, verify_pairs
 from dedup_tasks.fingerprint.minhash import MINHASH_SEED, MinHasher, estimated_jaccard
 from dedup_tasks.layers.minhash import VERIFY_FLOOR, verifier_of
+from dedup_tasks.layers.near import UPDATE_JACCARD
 
 
 def _documents(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -49,7 +50,7 @@ def test_resolved_pairs_equal_the_stream(seed):
     sig = hasher.signatures(hashes.astype(np.uint64), offsets)
     keys = hasher.band_keys(sig)
     active = rng.random(n) < 0.9  # rows an earlier layer or the registry already dropped
-    strict = np.where(rng.random(n) < 0.15, cfg.minhash_update_jaccard, np.nan)
+    strict = np.where(rng.random(n) < 0.15, UPDATE_JACCARD, np.nan)
     verifier = verifier_of(cfg)
     want = stream_minhash(
         keys, sig, active, cfg.minhash_threshold, cfg.suspect_jaccard_min, (hashes, offsets),

@@ -36,9 +36,12 @@ def test_a_root_outside_the_data_root_is_refused(data_root, root):
 
     with pytest.raises(ConfigError, match="outside the configured data root"):
         config_from_params({"root": root, "layers": ["url", "exact"]})
-    # The task function refuses before it touches anything (no registry, no files).
-    with pytest.raises(ConfigError, match="outside the configured data root"):
+    # The task function refuses before it touches anything (no registry, no files), and at once (row 20).
+    from airflow.sdk.exceptions import AirflowFailException
+
+    with pytest.raises(AirflowFailException, match="outside the configured data root") as failed:
         run_step("validate", _context({"root": root, "layers": ["url", "exact"]}))
+    assert isinstance(failed.value.__cause__, ConfigError)
     assert not any((data_root.parent / "elsewhere").iterdir())
 
 

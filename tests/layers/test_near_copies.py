@@ -29,6 +29,8 @@ from dedup_tasks.fingerprint.minhash import (
     earlier_covered,
 )
 from dedup_tasks.io import BatchPaths
+from dedup_tasks.layers import minhash as minhash_layer
+from dedup_tasks.layers import near as near_layer
 from dedup_tasks.layers.minhash import TEXT_UNVERIFIED_REASON, minhash_rows
 from dedup_tasks.layers.simhash import SIMHASH_WORD_NGRAM, SIMHASH_ZH_FEATURES, simhash_rows
 from dedup_tasks.normalize.text import token_text
@@ -331,9 +333,6 @@ def test_a_short_copy_is_verified_and_one_changed_figure_keeps_a_look_alike():
     assert d["zh_copy"]["action"] == "drop" and d["zh_copy"]["layer"] == "minhash"
     assert float(d["zh_copy"]["score"]) < 0.8
     assert d["en_other"]["action"] == "keep"
-    # The plain rule for every short text (the rule before): the copy is kept.
-    plain = decisions(rows, config=replace(CONFIG, minhash_short_plain_chars=CONFIG.simhash_min_chars))
-    assert plain["zh_copy"]["action"] == "keep"
     # The usual facts share (half the framed figures) would have dropped the look-alike.
     assert changed_share(en_other, en) < CONFIG.minhash_facts_min_share
 
@@ -448,7 +447,7 @@ def zh_passage_pair(zh_articles) -> tuple[dict, str, tuple]:
             continue
         copy = zh_copy_with_short_sentences(art["text"])
         got = jac, covers_newer, covers_earlier, every, _ = _zh_pair_metrics(art["text"], copy)
-        if 0.45 <= jac < 0.7 and max(covers_newer, covers_earlier) < 0.8 and every > CONFIG.minhash_max_scattered:
+        if 0.45 <= jac < 0.7 and max(covers_newer, covers_earlier) < 0.8 and every > minhash_layer.MAX_SCATTERED:
             return art, copy, got
     raise AssertionError("no article gives a pair for the passage rule")
 
@@ -463,7 +462,7 @@ def _zh_pair_metrics(a: str, b: str) -> tuple[float, float, float, float, float]
     new, old = np.array([1]), np.array([0])
     jac, cn, ce = pair_overlap(h, o, new, old)
     every = max(pair_scattered(h, o, new, old, LONG_RUN)[0], pair_scattered(h, o, old, new, LONG_RUN)[0])
-    run = CONFIG.minhash_passage_run_zh
+    run = near_layer.PASSAGE_RUN_ZH
     added = max(pair_scattered(h, o, new, old, LONG_RUN, run)[0], pair_scattered(h, o, old, new, LONG_RUN, run)[0])
     return jac[0], cn[0], ce[0], every, added
 
@@ -473,8 +472,8 @@ def test_passage_runs_are_shorter_for_long_chinese_texts_only():
     from dedup_tasks.layers.near import passage_runs
 
     got = passage_runs(np.array(["zh", "zh", "en", "en"], object), np.array([100, 99, 500, 50]), CONFIG)
-    assert got.tolist() == [CONFIG.minhash_passage_run_zh, LONG_RUN, LONG_RUN, LONG_RUN]
-    assert CONFIG.minhash_passage_run_zh < LONG_RUN
+    assert got.tolist() == [near_layer.PASSAGE_RUN_ZH, LONG_RUN, LONG_RUN, LONG_RUN]
+    assert near_layer.PASSAGE_RUN_ZH < LONG_RUN
 
 
 def test_a_short_run_counts_as_a_passage_only_when_added_on_one_side():
@@ -500,19 +499,20 @@ def test_a_short_run_counts_as_a_passage_only_when_added_on_one_side():
 
 
 @pytest.mark.parametrize("across_hours", [False, True])
-def test_a_chinese_copy_with_short_inserted_sentences_is_dropped(zh_articles, tmp_path, across_hours):
+def test_a_chinese_copy_with_short_inserted_sentences_is_dropped(zh_articles, tmp_path, across_hours, monkeypatch):
     art, copy, (jac, covers_newer, covers_earlier, every, added) = zh_passage_pair(zh_articles)
     # Truncated and given six short sentences: neither side covered 0.8, so the passage rule decides;
     # the inserted sentences are runs of 12-15 positions, under LONG_RUN but added on one side.
     assert 0.45 <= jac < 0.7 and CONFIG.minhash_passage_min_coverage <= min(covers_newer, covers_earlier) < 0.8
-    assert every > CONFIG.minhash_max_scattered >= added
+    assert every > minhash_layer.MAX_SCATTERED >= added
     rows = [
         {"doc_id": "orig", "url": "https://a.cn/1", "content": art["text"], "lang": "zh"},
         {"doc_id": "copy", "url": "https://b.cn/1", "content": copy, "lang": "zh"},
     ]  # no titles: the pair is the one measured above
     hours = [[rows[0]], [rows[1]]] if across_hours else [rows]
-    for run, expected in ((CONFIG.minhash_passage_run_zh, "drop"), (20, "keep")):
-        config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path / f"r{run}"), minhash_passage_run_zh=run)
+    for run, expected in ((near_layer.PASSAGE_RUN_ZH, "drop"), (20, "keep")):
+        monkeypatch.setattr(near_layer, "PASSAGE_RUN_ZH", run)  # LONG_RUN turns the Chinese run off
+        config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path / f"r{run}"))
         got, stats = run_hours(hours, tmp_path / f"r{run}", config)[-1]
         assert got["copy"]["action"] == expected, (run, got["copy"]["reason"])
         if expected == "drop":
@@ -549,7 +549,7 @@ def test_pages_of_a_chinese_list_article_are_kept(zh_articles, tmp_path, across_
     jac, covers_newer, covers_earlier, every, added = _zh_pair_metrics(pages[0]["content"], pages[1]["content"])
     # Covered enough for the passage rule; the entries' runs are replacements, scattered either way.
     assert 0.45 <= jac < 0.7 and min(covers_newer, covers_earlier) >= CONFIG.minhash_passage_min_coverage
-    assert added > CONFIG.minhash_max_scattered
+    assert added > minhash_layer.MAX_SCATTERED
     hours = [[pages[0]], [pages[1]]] if across_hours else [pages]
     # The facts check off: the passage rule alone keeps the page.
     config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path), minhash_facts_min_new=0)
@@ -583,7 +583,7 @@ _FUTURES = (
 
 
 @pytest.mark.parametrize("across_hours", [False, True])
-def test_other_figures_in_a_kept_sentence_refuse_the_pair_and_a_copys_own_figures_do_not(tmp_path, across_hours):
+def test_other_figures_in_a_kept_sentence_refuse_the_pair_and_a_copys_own_figures_do_not(tmp_path, across_hours, monkeypatch):
     # The 20 minutes later note: 3 of its 14 framed figures differ (under the half a long text needs),
     # each where the earlier states another value in the same words either side.
     later = _FUTURES.replace("11:20", "11:40").replace("285-1/4 up 1-3/4", "284-1/2 up 1").replace("271 up 1/2", "270-3/4 up 1/4")
@@ -595,8 +595,9 @@ def test_other_figures_in_a_kept_sentence_refuse_the_pair_and_a_copys_own_figure
     ]
     assert 0.45 <= _exact_jaccard([later, _FUTURES], "en", "chars") < CONFIG.minhash_facts_max_jaccard
     hours = [rows[:1], rows[1:]] if across_hours else [rows]
-    for in_place, expected in ((CONFIG.minhash_facts_min_in_place, "keep"), (0, "drop")):
-        config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path / f"p{in_place}"), minhash_facts_min_in_place=in_place)
+    for in_place, expected in ((minhash_layer.FACTS_MIN_IN_PLACE, "keep"), (0, "drop")):
+        monkeypatch.setattr(minhash_layer, "FACTS_MIN_IN_PLACE", in_place)  # 0 turns the check off
+        config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path / f"p{in_place}"))
         got, _ = run_hours(hours, tmp_path / f"p{in_place}", config)[-1]
         assert got["later"]["action"] == expected, (in_place, got["later"]["reason"])
         assert got["copy"]["action"] == "drop" and got["copy"]["matched_doc_id"] == "first", got["copy"]["reason"]
@@ -615,25 +616,24 @@ _ADDED = (
 
 
 @pytest.mark.parametrize("across_hours", [False, True])
-def test_a_short_text_doubled_by_an_inserted_sentence_is_a_copy_a_retelling_is_not(tmp_path, across_hours):
+def test_a_short_text_doubled_by_an_inserted_sentence_is_a_copy_a_retelling_is_not(tmp_path, across_hours, monkeypatch):
     cut = _PAYOUT.index(" The company")
     doubled = _PAYOUT[:cut] + _ADDED + _PAYOUT[cut:]
     retold = doubled.replace("strong growth", "rapid growth")  # one word reworded: 0.93 of the earlier left
-    assert 0.45 <= _exact_jaccard([doubled, _PAYOUT], "en", "chars") < CONFIG.minhash_additions_min_jaccard
-    assert 0.45 <= _exact_jaccard([retold, _PAYOUT], "en", "chars") < CONFIG.minhash_additions_min_jaccard
+    assert 0.45 <= _exact_jaccard([doubled, _PAYOUT], "en", "chars") < minhash_layer.ADDITIONS_MIN_JACCARD
+    assert 0.45 <= _exact_jaccard([retold, _PAYOUT], "en", "chars") < minhash_layer.ADDITIONS_MIN_JACCARD
     first = {"doc_id": "first", "url": "https://a.com/porex", "content": _PAYOUT}
     for doc_id, text, cases in (
-        ("doubled", doubled, ((CONFIG.minhash_additions_passage_min_jaccard, 0.97, "drop"), (0.5, 0.97, "keep"))),
-        ("retold", retold, ((CONFIG.minhash_additions_passage_min_jaccard, 0.97, "keep"), (0.45, 0.9, "drop"))),
+        ("doubled", doubled, ((minhash_layer.ADDITIONS_PASSAGE_MIN_JACCARD, 0.97, "drop"), (0.5, 0.97, "keep"))),
+        ("retold", retold, ((minhash_layer.ADDITIONS_PASSAGE_MIN_JACCARD, 0.97, "keep"), (0.45, 0.9, "drop"))),
     ):
         newer = {"doc_id": doc_id, "url": "https://b.com/porex", "content": text}
         for floor, coverage, expected in cases:
-            assert CONFIG.minhash_additions_passage_min_coverage == 0.97
+            assert minhash_layer.ADDITIONS_PASSAGE_MIN_COVERAGE == 0.97
             root = tmp_path / f"{doc_id}-{floor}-{coverage}"
-            config = DedupConfig(
-                layers=CONFIG.layers, root=str(root), minhash_additions_passage_min_jaccard=floor,
-                minhash_additions_passage_min_coverage=coverage,
-            )  # fmt: skip
+            monkeypatch.setattr(minhash_layer, "ADDITIONS_PASSAGE_MIN_JACCARD", floor)
+            monkeypatch.setattr(minhash_layer, "ADDITIONS_PASSAGE_MIN_COVERAGE", coverage)
+            config = DedupConfig(layers=CONFIG.layers, root=str(root))
             got, stats = run_hours([[first], [newer]] if across_hours else [[first, newer]], root, config)[-1]
             assert got[doc_id]["action"] == expected, (doc_id, floor, coverage, got[doc_id]["reason"])
             if expected == "drop":
@@ -671,9 +671,9 @@ def test_chance_matches_inside_an_inserted_sentence_are_bridged():
     hashes, offsets = _passage_pair_hashes()
     copy, article = np.array([1]), np.array([0])
     plain = pair_scattered(hashes, offsets, copy, article, LONG_RUN)[0]
-    bridged = pair_scattered(hashes, offsets, copy, article, LONG_RUN, None, CONFIG.minhash_passage_bridge)[0]
+    bridged = pair_scattered(hashes, offsets, copy, article, LONG_RUN, None, minhash_layer.PASSAGE_BRIDGE)[0]
     # Unbridged, the chance matches cut the 40 inserted positions into runs of 5: all "scattered".
-    assert plain > CONFIG.minhash_max_scattered
+    assert plain > minhash_layer.MAX_SCATTERED
     assert bridged == 0.0
 
 
@@ -684,8 +684,8 @@ def test_a_retelling_shares_phrases_and_a_copy_shares_passages():
     article = np.array([0])
     copy = pair_shared_in_passages(hashes, offsets, np.array([1]), article, LONG_RUN)[0]
     retelling = pair_shared_in_passages(hashes, offsets, np.array([2]), np.array([3]), LONG_RUN)[0]
-    assert copy >= CONFIG.minhash_passage_min_shared
-    assert retelling < CONFIG.minhash_passage_min_shared
+    assert copy >= minhash_layer.PASSAGE_MIN_SHARED
+    assert retelling < minhash_layer.PASSAGE_MIN_SHARED
 
 
 def test_the_passage_rule_bridges_chance_matches_only_for_pairs_that_share_passages():
@@ -726,8 +726,8 @@ def test_typo_runs_are_not_scattered_and_do_not_break_a_passage():
 
     hashes, offsets = _typed_copy_hashes()
     copy, article = np.array([1]), np.array([0])
-    typo = CONFIG.minhash_passage_typo_run
-    assert pair_scattered(hashes, offsets, copy, article, LONG_RUN)[0] > CONFIG.minhash_max_scattered
+    typo = minhash_layer.PASSAGE_TYPO_RUN
+    assert pair_scattered(hashes, offsets, copy, article, LONG_RUN)[0] > minhash_layer.MAX_SCATTERED
     assert pair_scattered(hashes, offsets, copy, article, LONG_RUN, None, 0, typo)[0] == 0.0
     # Between two typos 15 positions are shared: phrases, unless a typo is a gap in one passage.
     assert pair_shared_in_passages(hashes, offsets, copy, article, LONG_RUN)[0] == 0.0
@@ -744,7 +744,7 @@ def test_typo_tolerance_is_for_long_chinese_texts_only():
     rule = verifier_of(CONFIG)
     assert not rule.accepts(jac, covers_newer, covers_earlier).any() and jac[0] >= rule.min_jaccard
     nan = np.full(1, np.nan)
-    zh_run = np.array([CONFIG.minhash_passage_run_zh])
+    zh_run = np.array([near_layer.PASSAGE_RUN_ZH])
     assert verify_pairs(hashes, offsets, newer, earlier, rule, nan, runs=zh_run)[0].tolist() == [True]
     assert verify_pairs(hashes, offsets, newer, earlier, replace(rule, passage_typo_run=0), nan, runs=zh_run)[0].tolist() == [False]
     # An English text (passages of LONG_RUN): one-letter differences are also how retellings differ.

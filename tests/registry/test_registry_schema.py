@@ -95,7 +95,7 @@ def test_a_registry_newer_than_the_code_is_refused(pg_dsn, schema, admin):
         conn.close()
     with pytest.raises(RegistryVersionError, match=f"version {code_version() + 1}"):
         PostgresRegistry(pg_dsn, schema=schema)
-    assert db_main(["--db-url", pg_dsn, "--schema", schema, "migrate"]) == 2
+    assert db_main(["--db-url", pg_dsn, "--schema", schema, "migrate"]) == 3  # rc 3: registry (README)
 
 
 def test_an_unmigrated_registry_is_refused_unless_auto_migrate(pg_dsn, fresh_schema):
@@ -225,5 +225,7 @@ def test_embedded_server_reports_an_unreachable_data_root(tmp_path):
         pytest.skip("only root runs the server as another user")
     locked = Path(tmp_path) / "locked"
     locked.mkdir(mode=0o700)
+    # A new cluster would be placed outside (tests/faults row 21); a folder already there is not moved.
+    (locked / "pg").mkdir()
     with pytest.raises(EmbeddedPostgresError, match="cannot enter"):
         EmbeddedPostgres(locked / "pg").start()
