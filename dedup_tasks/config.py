@@ -247,8 +247,8 @@ class DedupConfig:
     # English rewrites reach the bar only with a cross-encoder, which does not ship (trained on
     # research-only pairs), and zh rewrites reach the bar on dev only (0.625), not on the news test files
     # (docs/semantic.md, sessions 16-19).
-    semantic_sketch: bool = False
-    semantic_sketch_min: float = 0.6
+    semantic_sketch: bool = True
+    semantic_sketch_min: float = 0.3
     # A language's own candidate floor (None: semantic_sketch_min). A Chinese character-bigram sketch
     # of a rewrite ranks its source first in most cases, but at about a third of an English word
     # sketch's cosine (docs/semantic.md, session 16), so one floor cannot serve both.
@@ -284,14 +284,14 @@ class DedupConfig:
     # shares; at 1,024 the zh dev rewrites find their source above the margin far more often than at
     # 256 (docs/semantic.md, session 19), for 4x the stored bytes and search. Each size has its own id
     # in the store: changing it starts an empty history.
-    semantic_sketch_dim: int = 256
+    semantic_sketch_dim: int = 1024
     # Sketch pairs are judged at their own cosine (None: the language's semantic_threshold_*): their
     # rows have no lexical near miss, so the tuned value differs (docs/semantic.md, third pass). Rows
     # whose own text (the content without its site's template lines or the title) is shorter than
     # semantic_sketch_min_chars get no sketch candidates: a short flash has too few content words for
     # a story sketch to mean anything, whatever template surrounds it (docs/semantic.md, session 18).
-    semantic_sketch_threshold_en: float | None = None
-    semantic_sketch_threshold_zh: float | None = None
+    semantic_sketch_threshold_en: float | None = 0.952
+    semantic_sketch_threshold_zh: float | None = 0.964
     semantic_sketch_min_chars: int = 0
     # A rewrite candidate is refused before anything is embedded when the newer states at least
     # semantic_sketch_facts_min_new distinct values (figures, dates), and semantic_sketch_facts_min_share
@@ -305,7 +305,7 @@ class DedupConfig:
     # above -1, aligned scoring embeds both heads first and reads the sentences of pairs whose head
     # cosine reaches it only; at -1 (the default) no head of such a pair is embedded: on the hours3
     # crawl a gate at 0.85 refused 9 of 1,835 pairs, for as much embedding as the sentences cost.
-    semantic_sketch_confirm: str = "head"
+    semantic_sketch_confirm: str = "aligned"
     semantic_aligned_head_min: float = -1.0
     # "cross" confirms as "aligned" does, but a language with a cross-encoder file scores its pairs by
     # the mean cross-encoder logit over the aligned sentences (dedup_tasks.embed.cross_encoder) and drops
