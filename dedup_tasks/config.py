@@ -244,7 +244,7 @@ class DedupConfig:
     # The aligned score a rewrite candidate is dropped at (None: the language's semantic_threshold_*):
     # the lowest score above every same-topic page of the reworded dev stories (docs/semantic.md).
     semantic_sketch_threshold_en: float | None = 0.944
-    semantic_sketch_threshold_zh: float | None = 0.963
+    semantic_sketch_threshold_zh: float | None = 0.965
     # At most this many rewrite candidate pairs (sketch pairs the facts check left open) are confirmed in
     # one batch, the highest sketch cosines first; the rest are not read, and a kept row with one says so
     # in its decision (0: no cap). It bounds an hour's L4 on any host: a confirmed pair costs the

@@ -64,11 +64,13 @@ SHORT_STORY_CHARS = 200
 SUSPECT_HAMMING_MAX = 5
 SUSPECT_JACCARD_MIN = 0.75
 # Rewrite candidates (``sketch_pairs``): a row's SKETCH_NEIGHBOURS nearest earlier sketches at cosine
-# >= SKETCH_MIN and >= its language's margin times the mean cosine of its SKETCH_MARGIN_NEIGHBOURS
+# >= its language's floor and >= its language's margin times the mean cosine of its SKETCH_MARGIN_NEIGHBOURS
 # nearest sketches (the ratio margin of bitext mining, Artetxe & Schwenk 2019: the pairs read stay
 # flat as history fills the space). English rewrites stand far out of their neighbourhood (every dev
-# rewrite's source at 1.5x), Chinese ones barely (docs/semantic.md, "Candidates").
-SKETCH_MIN = 0.3
+# rewrite's source at 1.5x), Chinese ones barely; an English floor of 0.5 keeps 99% of the dev rewrites
+# and 10% of the other pairs, a Chinese one would lose half the rewrites (docs/semantic.md, "Candidates").
+SKETCH_MIN_DEFAULT = 0.3
+SKETCH_MIN = {"en": 0.5}
 SKETCH_NEIGHBOURS = 2
 SKETCH_MARGIN_DEFAULT = 1.1
 SKETCH_MARGIN = {"en": 1.5}
@@ -420,7 +422,7 @@ class SemanticLayer(Layer):
 
         A row's candidates are its ``SKETCH_NEIGHBOURS`` nearest story sketches among the earlier rows
         of this batch and the kept documents of earlier batches (their sketches are in the store,
-        written once when their batch ran), at cosine >= ``SKETCH_MIN`` and >= its language's margin
+        written once when their batch ran), at cosine >= its language's floor (``SKETCH_MIN``) and >= its language's margin
         (``SKETCH_MARGIN``) times the mean cosine of its ``SKETCH_MARGIN_NEIGHBOURS`` nearest sketches
         anywhere (``neighbourhood_cosine``).
         Nothing here depends on a lexical near miss: a rewrite shares its names and content words, not
@@ -435,7 +437,7 @@ class SemanticLayer(Layer):
         doc_ids = strings_np(batch, "doc_id")
         valid = np.flatnonzero(np.abs(sketches).sum(axis=1) > 0)
         langs = strings_np(batch, "_lang")[valid] if "_lang" in batch.column_names else np.full(len(valid), None, object)
-        bar = np.full((len(valid), 1), SKETCH_MIN)  # per searching row
+        bar = per_language(langs, lambda lang: SKETCH_MIN.get(str(lang), SKETCH_MIN_DEFAULT))[:, None]  # per searching row
         margin = per_language(langs, lambda lang: SKETCH_MARGIN.get(str(lang), SKETCH_MARGIN_DEFAULT))
         m = SKETCH_MARGIN_NEIGHBOURS
         # Per search: each row's neighbours' cosines (-inf where none), which of them may be candidates,
@@ -709,7 +711,7 @@ class SemanticLayer(Layer):
 
         cfg = self.config
         out = SentenceScores.of(cos)
-        pairs = np.flatnonzero(aligned)
+        pairs = np.flatnonzero(aligned & (cos > -np.inf))  # -inf: refused before anything is embedded
         out.score[aligned] = -np.inf
         if not len(pairs):
             return out

@@ -62,8 +62,9 @@ OTHER = (
 @pytest.fixture(autouse=True)
 def one_margin(monkeypatch) -> None:
     """A handful of documents make no neighbourhood: the tests hold every language to the default
-    margin (the margin tests set their own)."""
+    margin and floor (the margin tests set their own)."""
     monkeypatch.setattr(semantic, "SKETCH_MARGIN", {})
+    monkeypatch.setattr(semantic, "SKETCH_MIN", {})
 
 
 def batch_of(texts: list[str], prefix: str, hour: int = 0) -> pa.Table:
