@@ -248,8 +248,9 @@ class DedupConfig:
     # At most this many rewrite candidate pairs (sketch pairs the facts check left open) are confirmed in
     # one batch, the highest sketch cosines first; the rest are not read, and a kept row with one says so
     # in its decision (0: no cap). It bounds an hour's L4 on any host: a confirmed pair costs the
-    # transformer about 0.1-0.2 s of CPU (docs/semantic.md, "Cost").
-    semantic_sketch_pair_budget: int = 0
+    # transformer about 0.1 s of CPU, and a 20,000-document hour of the generated crawl opens ~700
+    # (docs/semantic.md, "Cost"); the planted rewrites' hours open at most ~200.
+    semantic_sketch_pair_budget: int = 200
     # A language with a cross-encoder file (semantic_cross_encoder_<lang>, opt-in) scores its pairs by
     # the mean cross-encoder logit over the aligned sentences (dedup_tasks.embed.cross_encoder) and drops
     # at semantic_cross_threshold_<lang>, a logit (model-specific: it comes with the file). No file ships:

@@ -278,7 +278,7 @@ def test_the_pair_budget_reads_the_highest_sketch_cosines() -> None:
     def unread(budget: int) -> list[int]:
         return SemanticLayer(DedupConfig(semantic_sketch_pair_budget=budget))._over_budget(open_pairs, sketch_cos).tolist()
 
-    assert DedupConfig().semantic_sketch_pair_budget == 0
+    assert DedupConfig().semantic_sketch_pair_budget == 200
     assert unread(0) == [] and unread(4) == [] and unread(9) == []  # no cap, or within it
     # Two of the four open pairs: the two 1.5s (the closed pair's 9.0 is no candidate), the rest unread.
     assert unread(2) == [0, 4]
