@@ -263,14 +263,13 @@ class DedupConfig:
     semantic_cross_threshold_zh: float | None = None
     # What a language's cross-encoder threshold reads: "logit", the mean logit over the aligned
     # sentences, or "prob_cos", the mean of each sentence pair's probability and cosine (in [0, 1];
-    # at the tail rule the zh dev stories pass at 0.449 against 0.300; docs/semantic.md, session 19).
+    # at the tail rule the zh dev stories passed at 0.449 against 0.300 for logits).
     # The threshold is read in the chosen unit.
     semantic_cross_score_en: str = "logit"
     semantic_cross_score_zh: str = "logit"
-    # Cheapest test first: a pair whose aligned cosine (the mean over the newer's sentences of the e5
-    # cosine to their counterparts, known once they are aligned) is below this is never read by the
-    # cross-encoder. The lowest dev rewrite of either language is at 0.915 (docs/semantic.md, session
-    # 20); most sketch candidates are other stories. Per language: semantic_cross_min_cos_<lang>.
+    # Cheapest test first: a pair whose aligned cosine (dedup_tasks.embed.aligned, known once its
+    # sentences are aligned) is below this is never read by the cross-encoder; most sketch candidates
+    # are other stories. Per language: semantic_cross_min_cos_<lang>.
     semantic_cross_min_cos: float = 0.85
     semantic_cross_min_cos_en: float | None = None
     semantic_cross_min_cos_zh: float | None = None

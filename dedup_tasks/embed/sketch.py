@@ -11,7 +11,7 @@ the inner product of two sketches estimates the inner product of the weighted ba
 showing the transformer; it never drops a document on its own.
 
 Chinese words rank a rewrite's source first far more often than character bigrams (dev crawl: 70%
-against 50%, at a median cosine of 0.51 against 0.31; docs/semantic.md, session 17): a bigram across
+against 50%, at a median cosine of 0.51 against 0.31): a bigram across
 a word boundary is noise that every page shares. Words cost a jieba pass over the Chinese rows (rjieba,
 about 4,000 documents/s on one core).
 

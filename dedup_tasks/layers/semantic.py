@@ -568,9 +568,7 @@ class SemanticLayer(Layer):
         if not live.any():
             return Drops.none()
 
-        # Pairs scored on their sentences with no head gate need no head vector: their heads are never
-        # embedded (in hours3 the gate at 0.85 refused 9 of 1,835 sentence pairs, and the heads cost as
-        # much as the sentences; docs/semantic.md, session 23).
+        # Pairs scored on their sentences need no head vector: their heads are never embedded.
         headless = aligned
         headed = live & ~headless
         # This batch's rows of the pairs still open: the suspects and their same-batch candidates, once each.
@@ -682,9 +680,8 @@ class SemanticLayer(Layer):
         number of highest sketch cosines (ties: the earlier pair). Empty without a budget or within it.
 
         The cosine itself, not its ratio to the row's neighbourhood: with the dev rewrites planted in
-        the 20,000-document hours (docs/semantic.md, session 25), a budget of 300 pairs an hour reaches
-        70 of the 121 zh rewrites whose source is a candidate by cosine, 56 by the ratio, and 143 and
-        146 of the 146 en ones."""
+        the 20,000-document hours, a budget of 300 pairs an hour reached 70 of the 121 zh rewrites whose
+        source was a candidate by cosine, 56 by the ratio, and 143 and 146 of the 146 en ones."""
         budget = int(self.config.semantic_sketch_pair_budget)
         pairs = np.flatnonzero(open_sketch)
         if budget <= 0 or len(pairs) <= budget:
