@@ -30,7 +30,7 @@ judged are listed in ``reviewed_copies.csv`` (``reviewed_same_story``): pairs of
 each with the reader's verdict and why. A pair judged ``same_story`` makes the later of the two a
 corpus copy as well; a pair judged ``distinct`` stays two originals (the file keeps it so that the
 verdict is not asked again). The list holds what L4 dropped on the ``hours3`` crawl that the
-generator called distinct (docs/semantic.md, session 22); stories no system paired were never read.
+generator called distinct (docs/semantic.md); stories no system paired were never read.
 
 Candidates come from a 1-in-8 sample of each text's character 12-gram hashes (a deterministic
 polynomial hash of the code points, numpy throughout; space-free 5-grams of English are too common

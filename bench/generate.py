@@ -31,8 +31,16 @@ near_copy            yes         1-3 realistic edits on another domain (typos ar
 template_distinct    no (keep)   a different article under a heavy site template (menus, related
                                  links, copyright lines as long as a short body)
 short_distinct       no (keep)   a 20-120 character flash from a shared template, different facts
+short_leadin         no (keep)   a page under 100 characters: a site's fixed lead-in (40-75
+                                 characters, the same on every item of that site), then its own
+                                 headline; a share of them is reposted with a typo, punctuation or
+                                 width change (kind near_copy, counted in the near-copy budget)
 url_update           no (keep)   an earlier page's URL (exact or with noise) with rewritten content
                                  (Jaccard < 0.5 with the earlier version)
+url_append           no (keep)   an earlier page refetched under another spelling of its URL (the
+                                 other scheme, plus port, host case, trailing slash or fragment) with a
+                                 whole other article appended (2/3) or its second half replaced by one
+                                 (1/3): half of the newer text is new, so it is not a copy
 list_page            no (keep)   the next page of a multi-page list article: same site, template and
                                  intro, other names and amounts in every entry
 corpus_copy          unjudged    not planted: an original that retells an earlier original's or
@@ -110,25 +118,31 @@ KINDS = (
     "near_copy",
     "template_distinct",
     "short_distinct",
+    "short_leadin",
     "url_update",
+    "url_append",
     "list_page",
 )
 # "reworded" / "same_topic" are planted from real paraphrase pairs by bench.reworded, not generated here.
 DUPLICATE_KINDS = frozenset({"url_repeat", "exact_copy", "near_copy", "corpus_dup", "reworded"})
-MUST_KEEP_KINDS = frozenset({"template_distinct", "short_distinct", "url_update", "list_page", "same_topic"})
+MUST_KEEP_KINDS = frozenset(
+    {"template_distinct", "short_distinct", "short_leadin", "url_update", "url_append", "list_page", "same_topic"}
+)
 # Kinds assigned after generation, not planted (no Mix share): an original whose story an earlier
 # original or template page already told (bench.corpus_copies). Neither a copy a system must find nor
 # a document it must keep: bench.score reports them apart.
 LABELLED_KINDS = ("corpus_copy",)
 # Kinds whose text is a corpus article of their own, so a reviewed pair of articles can name them
 # (corpus copies are labelled in the same pass, from these).
-_REVIEWED_KINDS = ("original", "template_distinct", "url_update")
+_REVIEWED_KINDS = ("original", "template_distinct", "url_update", "url_append")
 NEAR_BANDS: tuple[tuple[float, float], ...] = ((0.5, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.0))
 # Bumped whenever the same arguments give other documents or labels: bench caches crawls by it.
 # 3: originals that retell an earlier story are labelled corpus_copy (same documents as 2).
 # 4: truth names each document's corpus article (article_id), and originals a reader judged to retell an
 #    earlier story (bench/reviewed_copies.csv) are labelled corpus_copy too (same documents as 3).
-GENERATOR_VERSION = 4
+# 5: short pages behind a site's lead-in (and reposts of them), updates that append or replace half an
+#    article under a URL of the other scheme; "same page" ignores the scheme (SURT).
+GENERATOR_VERSION = 5
 TYPO_RATE = (0.003, 0.025)  # share of characters a "typos" edit gets wrong
 # Harsher edits than a crawl's usual copies, for a robustness check that no threshold is read on
 # (`python -m bench quality --edits harsh`): two to four edits per near copy, typos at 1-5% of
@@ -171,14 +185,16 @@ HOUR_US = 3_600_000_000
 class Mix:
     """Share of each kind per hour (the kind shares sum to 1) and other generation knobs."""
 
-    original: float = 0.47
+    original: float = 0.42
     corpus_dup: float = 0.01
     url_repeat: float = 0.08
     exact_copy: float = 0.08
     near_copy: float = 0.20
     template_distinct: float = 0.06
     short_distinct: float = 0.04
+    short_leadin: float = 0.03
     url_update: float = 0.04
+    url_append: float = 0.02
     list_page: float = 0.02
     cross_hour: float = 0.30  # share of derived docs whose source is from an earlier hour
     zh_share: float = 0.5
@@ -263,9 +279,9 @@ def is_tracking_param(name: str) -> bool:
 def page_key(url: str) -> str:
     """The page a URL names, as the generator defines "same page".
 
-    Lower-case scheme and host, default port dropped, fragment dropped, tracking parameters
-    (utm_*, gclid, fbclid) dropped, remaining query sorted, trailing slash folded. http and https
-    stay different pages: the generator never swaps schemes.
+    Lower-case host, default port dropped, fragment dropped, tracking parameters (utm_*, gclid,
+    fbclid) dropped, remaining query sorted, trailing slash folded, and the scheme dropped (a crawler's
+    SURT form): ``http`` and ``https`` of one host and path are one page.
     """
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
@@ -279,7 +295,7 @@ def page_key(url: str) -> str:
     query = sorted(
         (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not is_tracking_param(k)
     )
-    return urlunsplit((scheme, host, path, urlencode(query), ""))
+    return urlunsplit(("", host, path, urlencode(query), ""))
 
 
 _FRAGMENTS = ("comments", "top", "main", "respond", "section-2", "gallery", "share")
@@ -292,8 +308,9 @@ def _token(rng: random.Random, n: int) -> str:
     return "".join(rng.choice(alphabet) for _ in range(n))
 
 
-def noisy_url(url: str, rng: random.Random) -> tuple[str, list[str]]:
-    """Another spelling of the same page (``page_key`` equal, text different) and the ops applied."""
+def noisy_url(url: str, rng: random.Random, other_scheme: bool = False) -> tuple[str, list[str]]:
+    """Another spelling of the same page (``page_key`` equal, text different) and the ops applied;
+    with ``other_scheme`` the URL also moves to the other of http/https (op ``url:scheme``)."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
     ops = ["host_case", "default_port", "fragment", "tracking"]
@@ -304,6 +321,10 @@ def noisy_url(url: str, rng: random.Random) -> tuple[str, list[str]]:
         ops.append("trailing_slash")  # only on directory-like paths: "a.shtml/" is not a real spelling
     chosen = rng.sample(ops, rng.randint(1, min(3, len(ops))))
     scheme, netloc, path, fragment = parts.scheme, parts.netloc, parts.path, ""
+    if other_scheme:
+        scheme = "http" if scheme == "https" else "https"
+        if parts.port is not None and (parts.scheme, parts.port) in (("http", 80), ("https", 443)):
+            netloc = netloc.rsplit(":", 1)[0]
     for op in chosen:
         if op == "host_case":
             host = parts.hostname or ""
@@ -341,7 +362,7 @@ def noisy_url(url: str, rng: random.Random) -> tuple[str, list[str]]:
     noisy = urlunsplit((scheme, netloc, path, urlencode(query), fragment))
     if noisy == url:  # cannot happen with the ops above; kept as a guard for odd inputs
         noisy, chosen = url + "#" + rng.choice(_FRAGMENTS), ["fragment"]
-    return noisy, [f"url:{op}" for op in chosen]
+    return noisy, (["url:scheme"] if other_scheme else []) + [f"url:{op}" for op in chosen]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -492,6 +513,7 @@ def _make_sites(lang: str, pool: Sequence[str], rng: random.Random) -> dict[str,
         "mirror": sites[60:100],
         "template": sites[100:104],
         "flash": sites[104:107],
+        "leadin": sites[107:110],
     }
     for site in groups["template"]:
         site.header, site.footer = _heavy_template(site, pool, rng)
@@ -664,6 +686,71 @@ def _flash(lang: str, family: int, rng: random.Random) -> tuple[str, str]:
 
 
 _N_FLASH_FAMILIES = 6
+
+
+# Lead-ins a site puts before every short item (``short_leadin``): long, fixed per site, a few slots
+# (time, phone) that change per item. Shapes after what crawls show: wire briefs, portal
+# "trending" lines, classified-ad boilerplate.
+_LEADINS = {
+    "en": (
+        "BRIEF via {wire} {sector} (automated summary, not reviewed by an editor): ",
+        "Trending now on {name} {sector} | Top story at {hh}:{mm} GMT: ",
+        "{name} {sector} alert, from our partners' feed: ",
+    ),
+    "zh": (
+        "【二手转让】{city}同城，个人闲置，价格可议，非诚勿扰，有意私聊{phone}：",
+        "【{city}头条快讯】本条消息由{name}自动推送，未经编辑审核，仅供参考：",
+        "{name}{sector}频道 | 今日热点 {hh}:{mm} 更新，点击查看全文：",
+    ),
+}
+_EN_WIRES = ("Reuters", "AP", "Bloomberg", "AFP", "Dow Jones")
+_EN_SECTORS = ("UK energy", "autos", "US markets", "tech", "health care", "commodities", "EU politics")
+_ZH_SECTORS = ("财经", "汽车", "科技", "房产", "体育", "娱乐")
+
+
+def _leadin(lang: str, family: int, site: _Site, rng: random.Random) -> str:
+    """The site's lead-in with this item's slot values (the site fixes wire, sector and city)."""
+    fixed = random.Random(site.host)
+    return _LEADINS[lang][family].format(
+        wire=fixed.choice(_EN_WIRES), sector=fixed.choice(_ZH_SECTORS if lang == "zh" else _EN_SECTORS),
+        name=site.name, city=fixed.choice(_ZH_CITY), hh=f"{rng.randrange(24):02d}", mm=f"{rng.randrange(60):02d}",
+        phone=f"1{rng.randint(3, 9)}{rng.randrange(10**9):09d}",
+    )  # fmt: skip
+
+
+def _headline(lang: str, pool: Sequence[str], rng: random.Random, room: int) -> str:
+    """A headline-length piece of a corpus sentence (10-22 characters, or 4-10 words), cut to fit in
+    ``room`` characters."""
+    sentence = pool[rng.randrange(len(pool))]
+    if lang == "zh":
+        return sentence.rstrip("。！？；，")[: min(room, rng.randint(10, 22))]
+    words = sentence.rstrip(".!?;,").split()[: rng.randint(4, 10)]
+    while words and len(" ".join(words)) > room:
+        words.pop()
+    return " ".join(words)
+
+
+def _short_edit(text: str, lang: str, rng: random.Random) -> tuple[str, str]:
+    """A repost's small edit of a short page: one or two typos, punctuation, or width (zh)."""
+    roll = rng.random()
+    if roll < 0.5:
+        out = list(text)
+        for _ in range(rng.randint(1, 2)):
+            i = rng.randrange(len(out))
+            if lang == "zh":
+                out[i] = rng.choice(_ZH_TYPO_CHARS)
+            elif out[i].isalpha():
+                out[i] = rng.choice("abcdefghijklmnopqrstuvwxyz")
+            else:
+                out.insert(i, rng.choice("aeiou"))
+        return "".join(out), "typos"
+    if roll < 0.8 or lang != "zh":
+        swaps = {"：": ":", ":": " -", "，": ",", "|": "-", "(": "[", ")": "]", "【": "[", "】": "]"}
+        out = "".join(swaps.get(c, c) if rng.random() < 0.7 else c for c in text)
+        if out == text:
+            out = text + "。" if lang == "zh" else text + "."
+        return out, "whitespace_punct"
+    return _to_fullwidth(text, rng, 0.5), "width_swap"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -964,6 +1051,8 @@ class _Generator:
         self.corpus, self.mix, self.seed, self.start = corpus, mix, seed, start
         # Independent streams per concern: adding a draw in one place does not shift the others.
         self.rng = random.Random(f"{seed}:main")
+        self.lead_rng = random.Random(f"{seed}:leadins")
+        self.leadins: dict[str, int] = {}  # site host -> its lead-in template
         self.edit_rng = random.Random(f"{seed}:edits")
         self.streams = {
             lang: ArticleStream(corpus, lang, random.Random(f"{seed}:articles:{lang}"))
@@ -1230,7 +1319,8 @@ class _Generator:
         src = self._pick(self.originals, self.past_originals, hour, base_us + HOUR_US)
         if src is None:
             return None
-        url, ops = noisy_url(src.url, self.rng)
+        # A quarter are refetched under the other scheme (a site moving to https, a crawler trying both).
+        url, ops = noisy_url(src.url, self.rng, other_scheme=self.lead_rng.random() < 0.25)
         doc = _Doc(
             doc_id=self._new_id(), hour=hour, t_us=self._after(src, hour, base_us), url=url, site=src.site, lang=src.lang,
             title=src.title, content=src.content, kind="url_repeat", cluster_id=src.cluster_id, source_doc_id=src.doc_id,
@@ -1388,6 +1478,94 @@ class _Generator:
             return doc
         return None
 
+    def _short_leadin(self, hour: int, hour_start: datetime, base_us: int) -> int:
+        """A short page: its site's lead-in, then its own headline (kept: two items of one site are
+        two items, however long the shared lead-in); a share reposted with a small edit (returned:
+        how many reposts, taken from the near-copy budget)."""
+        rng = self.lead_rng
+        lang = "zh" if rng.random() < self.mix.zh_share else "en"
+        site = self._pick_site(lang, "leadin")
+        family = self.leadins.setdefault(site.host, len(self.leadins) % len(_LEADINS[lang]))
+        pool = self.corpus.sentences[lang]
+        while True:
+            lead = _leadin(lang, family, site, rng)
+            text = lead + _headline(lang, pool, rng, 99 - len(lead))
+            key = exact_key(None, text)
+            if len(text) - len(lead) >= 10 and self._key_free(key):
+                break
+        doc_id = self._new_id()
+        doc = _Doc(
+            doc_id=doc_id, hour=hour, t_us=base_us + rng.randrange(HOUR_US), url=self._new_url(site, hour_start, None),
+            site=site.host, lang=lang, title=None, content=text, kind="short_leadin", cluster_id=doc_id, key=key,
+        )  # fmt: skip
+        self._register(doc)
+        if rng.random() >= 0.3:
+            return 0
+        for _ in range(10):
+            edited, edit = _short_edit(text, lang, rng)
+            if exact_key(None, edited) != key and self._key_free(exact_key(None, edited)):
+                break
+        else:
+            return 0
+        mirror = self._pick_site(lang, "mirror")
+        copy = _Doc(
+            doc_id=self._new_id(), hour=hour, t_us=doc.t_us + rng.randrange(1, 600_000_000),
+            url=self._new_url(mirror, hour_start, None), site=mirror.host, lang=lang, title=None, content=edited,
+            kind="near_copy", cluster_id=doc_id, source_doc_id=doc_id, edits=(edit,),
+            true_jaccard=round(jaccard(char_shingles(None, text), char_shingles(None, edited)), 6),
+        )  # fmt: skip
+        copy.true_jaccard_words = round(jaccard(self._shingles(doc), self._shingles(copy)), 6)
+        self._register(copy)
+        return 1
+
+    def _append_content(self, hour: int, base_us: int) -> tuple[_Doc, Article, str, int, str] | None:
+        """A source page and its text with a second article of similar length (0.6-1.6 of the first)
+        appended or put in place of its second half; None when this source finds none."""
+        rng = self.lead_rng
+        src = self._pick(self.originals, self.past_originals, hour, base_us + HOUR_US, ok=lambda d: not d.updated)
+        if src is None or src.layout is None:
+            return None
+        old = src.layout.paragraphs
+        old_chars = sum(len(x) for p in old for x in p)
+        for _ in range(20):
+            fresh = self.streams[src.lang].next()
+            new_chars = sum(len(x) for p in fresh.paragraphs for x in p)
+            if not 0.6 * old_chars <= new_chars <= 1.6 * old_chars:
+                continue
+            if rng.random() < 2 / 3 or len(old) < 2:
+                paragraphs, edit = old + fresh.paragraphs, "append_article"
+            else:
+                paragraphs, edit = old[: (len(old) + 1) // 2] + fresh.paragraphs, "replace_half"
+            content = _Layout(src.layout.header, paragraphs, src.layout.footer).render(src.lang)
+            key = exact_key(src.title, content)
+            if self._key_free(key):
+                return src, fresh, content, key, edit
+        return None
+
+    def _url_append(self, hour: int, base_us: int) -> _Doc | None:
+        """An earlier page refetched under the other scheme with a whole other article appended, or
+        its second half replaced by one: half of the newer text is new (kept)."""
+        rng = self.lead_rng
+        for _ in range(50):
+            found = self._append_content(hour, base_us)
+            if found is not None:
+                break
+        else:
+            return None
+        src, fresh, content, key, edit = found
+        url, ops = noisy_url(src.url, rng, other_scheme=True)
+        doc = _Doc(
+            doc_id=self._new_id(), hour=hour, t_us=self._after(src, hour, base_us), url=url, site=src.site,
+            lang=src.lang, title=src.title, content=content, kind="url_append", source_doc_id=src.doc_id, key=key,
+            article_id=fresh.id, edits=(edit, *ops),
+        )  # fmt: skip
+        doc.cluster_id = doc.doc_id
+        doc.true_jaccard = round(jaccard(self._char_shingles(src), char_shingles(doc.title, content)), 6)
+        doc.true_jaccard_words = round(jaccard(self._shingles(src), self._shingles(doc)), 6)
+        src.updated = True
+        self._register(doc)
+        return doc
+
     # -- one hour ----------------------------------------------------------------------------
 
     def hour(self, hour: int, n: int) -> None:
@@ -1405,12 +1583,15 @@ class _Generator:
             self._short(hour, hour_start, base_us)
         for _ in range(counts["list_page"]):
             self._list_page(hour, hour_start, base_us)
+        reposts = 0
+        for _ in range(counts["short_leadin"]):
+            reposts += self._short_leadin(hour, hour_start, base_us)
         # Identical copies first: exact and near copies may name them as their source.
         for _ in range(counts["url_repeat"]):
             self._require(self._url_repeat(hour, base_us), "url_repeat")
         for _ in range(counts["exact_copy"]):
             self._require(self._exact_copy(hour, hour_start, base_us), "exact_copy")
-        near = counts["near_copy"]
+        near = max(0, counts["near_copy"] - reposts)
         for _ in range(counts["corpus_dup"]):
             if self._corpus_dup(hour, hour_start, base_us) is None:
                 near += 1  # the corpora ran out of natural duplicates: plant a near copy instead
@@ -1423,6 +1604,8 @@ class _Generator:
             )
         for _ in range(counts["url_update"]):
             self._require(self._url_update(hour, base_us), "url_update")
+        for _ in range(counts["url_append"]):
+            self._require(self._url_append(hour, base_us), "url_append")
 
     def label_corpus_copies(self) -> None:
         """Relabel originals that retell an earlier original's or template page's story as

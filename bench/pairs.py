@@ -1,4 +1,4 @@
-"""Pair scorer for the L4 embedders: ``python -m bench pairs`` (wired by bench/__main__.py) or ``main(argv)``.
+"""Pair scorer for the L4 embedders: ``python -m bench pairs`` (wired by bench/__main__.py, which it never imports) or ``main(argv)``.
 
 Reads the labelled sentence/document pairs under ``<eval data>/pairs`` (``bench.evaldata``: ``$DEDUP_EVAL_DATA``) (``*.jsonl``: id, dataset, split,
 lang, text1, text2, label, label_type) and, per embedder and language, reports ROC-AUC, precision and
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         "table": text,
     }
     if args.out is None:
-        from bench.__main__ import write_result
+        from bench.harness import write_result
 
         path = write_result("pairs", payload)
     else:

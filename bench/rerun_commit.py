@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=Path("data/bench-rerun-commit"), help="embedded server directory")
     args = parser.parse_args(argv)
 
-    from bench.__main__ import write_result
+    from bench.harness import write_result
 
     servers: dict[str, Any] = {}
     targets: list[tuple[str, str | None]] = []

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 DUPLICATE_KINDS = ("url_repeat", "exact_copy", "near_copy", "corpus_dup", "reworded")  # reworded: bench.reworded
-MUST_KEEP_KINDS = ("template_distinct", "short_distinct", "url_update", "list_page")
+MUST_KEEP_KINDS = ("template_distinct", "short_distinct", "short_leadin", "url_update", "url_append", "list_page")
 # Neither a copy a system must find nor a document it must keep (bench.generate.LABELLED_KINDS):
 # an original retelling a story an earlier original told (bench.corpus_copies). Left out of every
 # rate; ``unjudged`` reports how many were dropped.
@@ -322,7 +322,9 @@ TABLE_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("false-drop rate", lambda r: r.get("false_drop_rate")),
     ("template FD", lambda r: _fd(r, "template_distinct")),
     ("short FD", lambda r: _fd(r, "short_distinct")),
+    ("lead-in FD", lambda r: _fd(r, "short_leadin")),
     ("update FD", lambda r: _fd(r, "url_update")),
+    ("appended FD", lambda r: _fd(r, "url_append")),
     ("list-page FD", lambda r: _fd(r, "list_page")),
 )
 

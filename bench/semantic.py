@@ -1,4 +1,4 @@
-"""L4 on the synthetic crawl: ``python -m bench semantic --size small`` (wired by bench/__main__.py).
+"""L4 on the synthetic crawl: ``python -m bench semantic --size small`` (wired by bench/__main__.py, which it never imports).
 
 Runs the whole default cascade (L1-L4, suspects mode) on a generated crawl, publishing each hour so
 candidates of earlier hours are read back from their partition, and reports per hour the share of
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.__main__ import SIZES, WORK, crawl, hour_ids, write_result
+from bench.harness import SIZES, WORK, crawl, hour_ids, write_result
 
 
 @contextlib.contextmanager

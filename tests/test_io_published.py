@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dedup_tasks.config import DedupConfig
+from dedup_tasks.fingerprint.minhash import EN_CHAR_SHINGLES, EN_SHINGLE_WORDS, SHINGLE_CHARS
 from dedup_tasks.io import (
     PUBLISHED_ROW_GROUP_ROWS,
     TEMPLATE_LINES_FILE,
@@ -66,7 +67,7 @@ def test_a_batch_publishes_its_template_lines_and_a_document_reads_back_as_it_wa
     # L3's read back gives the shingle set the batch fingerprinted.
     earlier = published_shingle_sets(config, np.array(["first"], object), np.array([paths.batch_id], object))
     want_hashes, want_offsets = shingle_sets(
-        original, np.array([0]), config.zh_shingle_chars, config.en_shingle_words, config.en_shingles == "chars"
+        original, np.array([0]), SHINGLE_CHARS, EN_SHINGLE_WORDS, EN_CHAR_SHINGLES
     )
     assert earlier.index.tolist() == [0]
     assert np.array_equal(earlier.hashes[earlier.offsets[0] : earlier.offsets[1]], want_hashes[want_offsets[0] : want_offsets[1]])

@@ -180,16 +180,16 @@ def test_kept_near_misses_name_their_best_candidate(en_articles):
 def test_large_batches_keep_no_text_between_passes_and_decide_the_same(planted, monkeypatch):
     """Above TEXT_CACHE_BYTES pass 2 folds again and the layers decode _near_text; in 2-document
     chunks the multi-chunk paths run too. Decisions must not depend on either."""
-    import dedup_tasks.pipeline as pipeline
+    import dedup_tasks.prepare as preparation
 
     # Without the huge row the planted batch is under the cache bound (it is the case cached).
     rows = [r for r in planted if r["doc_id"] != "huge"]
     cached = run_batch(make_batch(rows), "2026-12-01T00", CONFIG, MemoryRegistry())
-    assert pipeline.prepare_with_text(make_batch(rows), CONFIG)[1] is not None
-    monkeypatch.setattr(pipeline, "TEXT_CACHE_BYTES", 0)
-    assert pipeline.prepare_with_text(make_batch(rows), CONFIG)[1] is None
-    monkeypatch.setattr(pipeline, "PREPARE_CHUNK_DOCS", 2)
-    monkeypatch.setattr(pipeline, "_chunks", lambda n, size=2: ((s, min(n, s + size)) for s in range(0, n, size)))
+    assert preparation.prepare_with_text(make_batch(rows), CONFIG)[1] is not None
+    monkeypatch.setattr(preparation, "TEXT_CACHE_BYTES", 0)
+    assert preparation.prepare_with_text(make_batch(rows), CONFIG)[1] is None
+    monkeypatch.setattr(preparation, "PREPARE_CHUNK_DOCS", 2)
+    monkeypatch.setattr(preparation, "_chunks", lambda n, size=2: ((s, min(n, s + size)) for s in range(0, n, size)))
     uncached = run_batch(make_batch(rows), "2026-12-01T00", CONFIG, MemoryRegistry())
     assert cached.decisions.equals(uncached.decisions)
     assert cached.kept.equals(uncached.kept)

@@ -15,6 +15,8 @@ from dedup_tasks.io import BatchPaths, MissingPartition
 
 _HOUR = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}$")
 
+_DEPLOYED = "empty: the deployment's setting (DEDUP_CONFIG)"
+
 # Run-time overridable settings: (JSON-schema type, default, extra schema). The DAG turns these into
 # validated Params, so a manual run or a backfill from the UI can change them.
 PARAM_SPECS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
@@ -43,12 +45,15 @@ PARAM_SPECS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
             "description": "layers to run (at least one; they always run in cascade order)",
         },
     ),
-    "simhash_max_distance": ("integer", 3, {"minimum": 0, "maximum": 16}),
-    "minhash_threshold": ("number", DedupConfig.minhash_threshold, {"minimum": 0.05, "maximum": 1.0}),
-    "semantic_threshold": ("number", 0.92, {"minimum": -1.0, "maximum": 1.0}),
-    # Per-language L4 thresholds win over semantic_threshold; null falls back to it.
-    "semantic_threshold_zh": (["null", "number"], 0.975, {"minimum": -1.0, "maximum": 1.0}),
-    "semantic_threshold_en": (["null", "number"], 0.975, {"minimum": -1.0, "maximum": 1.0}),
+    # Thresholds: null (the default) takes the deployment's value (DEDUP_CONFIG, e.g. with an audit
+    # overlay); a value given in the trigger form wins for that run, as when rerunning the hours an
+    # `audit recommend` overlay names (docs/audit.md).
+    "simhash_max_distance": (["null", "integer"], None, {"minimum": 0, "maximum": 16, "description": _DEPLOYED}),
+    "minhash_threshold": (["null", "number"], None, {"minimum": 0.05, "maximum": 1.0, "description": _DEPLOYED}),
+    "semantic_threshold": (["null", "number"], None, {"minimum": -1.0, "maximum": 1.0, "description": _DEPLOYED}),
+    # Per-language L4 thresholds win over semantic_threshold.
+    "semantic_threshold_zh": (["null", "number"], None, {"minimum": -1.0, "maximum": 1.0, "description": _DEPLOYED}),
+    "semantic_threshold_en": (["null", "number"], None, {"minimum": -1.0, "maximum": 1.0, "description": _DEPLOYED}),
     "keep_url_updates": ("boolean", True, {}),
     # The opt-in rewrite path's pair budget: a run that raises it judges the rows an earlier run of the
     # hour left unread (their decisions say "over the batch's budget"). Null: the deployment's setting.

@@ -33,6 +33,12 @@ def add_audit_parser(sub: argparse._SubParsersAction) -> None:
     whatif.add_argument("--threshold", action="append", default=[], metavar="LAYER=VALUE",
                         help="e.g. minhash=0.85 or simhash=2 (repeatable)")
     whatif.add_argument("--out", type=Path, help="write the changed decisions here (.csv or .parquet)")
+    rec = actions.add_parser("recommend", help="labelled weeks -> a DEDUP_CONFIG overlay of thresholds (docs/audit.md)")
+    _common(rec, suppress=True)
+    rec.add_argument("--weeks", required=True, help="comma-separated ISO weeks whose labels count, e.g. 2026-W48,2026-W49")
+    rec.add_argument("--out", type=Path, required=True, help="the overlay YAML to write (replaced atomically)")
+    rec.add_argument("--target", type=float, default=argparse.SUPPRESS,
+                     help="Wilson lower bound of precision to keep (default 0.95)")
 
 
 def _common(parser: argparse.ArgumentParser, suppress: bool = False) -> None:
@@ -63,6 +69,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         overrides["db_url"] = args.db_url
     config = DedupConfig.load(overrides)
     root = Path(config.root)
+    if args.audit_command == "recommend":
+        return _recommend(args, root, config)
     if not args.week:
         raise AuditUsageError("audit needs --week (an ISO week like 2026-W49)")
     if args.audit_command == "label":
@@ -91,6 +99,29 @@ def _label(args: argparse.Namespace, root: Path, config: object) -> int:
         raise AuditUsageError("audit label needs --user NAME")
     stored = import_labels(root, args.week, args.file, args.user, db_url=config.db_url, schema=config.db_schema)
     print(f"stored {stored} label(s) of week {args.week} by {args.user}")
+    return 0
+
+
+def _recommend(args: argparse.Namespace, root: Path, config: object) -> int:
+    from dedup_tasks.audit.labels import open_label_store
+    from dedup_tasks.audit.recommend import DEFAULT_TARGET, recommend, write_overlay
+
+    weeks = [w.strip() for w in args.weeks.split(",") if w.strip()]
+    if not weeks:
+        raise AuditUsageError("recommend needs --weeks W1[,W2...]")
+    target = getattr(args, "target", None) or DEFAULT_TARGET
+    with open_label_store(root, config.db_url, config.db_schema) as store:
+        import pandas as pd
+
+        labels = pd.concat([store.load(week=w) for w in weeks], ignore_index=True)
+    result = recommend(root, weeks, labels, target)
+    command = (f"python -m dedup_tasks audit recommend --root {root} --weeks {','.join(weeks)} --target {target:g} "
+               f"--out {args.out}")
+    write_overlay(result, args.out, command, root)
+    for rec in result.recommendations:
+        value = "left out" if rec.value is None else f"{rec.value:g}"
+        print(f"{rec.setting}: {value} ({rec.labels} labels; {rec.note})")
+    print(f"overlay: {args.out}" + (f"; hours to rerun: {', '.join(result.hours)}" if result.hours else ""))
     return 0
 
 

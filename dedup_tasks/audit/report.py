@@ -34,6 +34,7 @@ del{background:#ffd7d5;text-decoration:none}ins{background:#ccffd8;text-decorati
 .label{font-weight:bold}.dup{color:#1a7f37}.notdup{color:#cf222e}.none{color:#888}
 form.lab{display:inline}button{margin-left:6px;cursor:pointer}.legend span{display:inline-block;margin-right:12px}
 .sw{display:inline-block;width:10px;height:10px;margin-right:4px}
+table.trends td{padding:1px 6px}p.weeks a{margin:0 2px}pre.cmd{background:#f6f8fa;padding:6px;white-space:pre-wrap}
 details.stratum{margin:6px 0}details.stratum>summary{cursor:pointer;font-weight:bold;padding:4px 0}
 """
 
@@ -303,9 +304,12 @@ def pair_html(row: dict, label: Any, label_url: str | None) -> str:
 
 
 def render_report(data: dict, sample: pd.DataFrame, labels: pd.DataFrame, label_url: str | None = None,
-                  upload_url: str | None = None, nav: str = "", open_sample: str | None = None) -> str:
+                  upload_url: str | None = None, nav: str = "", open_sample: str | None = None,
+                  trends: str = "", beside_labels: str = "") -> str:
     """The week's report. `data` is what run_audit stores in audit.json; `labels` (sample_id, label)
-    override the sample's label column; `label_url` adds the labelling buttons (the plugin)."""
+    override the sample's label column; `label_url` adds the labelling buttons (the plugin).
+    `trends` (trends.trends_html) follows the summary; `beside_labels` (the plugin's overlay
+    recommendation) follows the precision table."""
     from dedup_tasks.audit.metrics import precision_table
 
     week = data["week"]
@@ -316,6 +320,7 @@ def render_report(data: dict, sample: pd.DataFrame, labels: pd.DataFrame, label_
            f'<p class="note">{data["rows"]} decisions in {len(data["hours"])} hourly batches '
            f'({esc(data["first_hour"])} … {esc(data["last_hour"])}), {data["dropped"]} dropped; sample of '
            f'{len(sample)} pairs (seeded by the week), generated {esc(data["generated_at"])}.</p>']
+    out.append(trends)
     out.append("<h2>Drop rate per hour and layer</h2>")
     out.append(svg_stacked_bars(pd.DataFrame(data["by_hour"]), "hour", layers, "drop rate per hour"))
     for key, title in (("site", "Drop rate per site (top 25 by rows)"), ("lang", "Drop rate per language")):
@@ -345,6 +350,7 @@ def render_report(data: dict, sample: pd.DataFrame, labels: pd.DataFrame, label_
         prec = prec.assign(interval=safe_column((svg_interval(lo, hi, p) for lo, hi, p in
                                                  zip(prec["low"], prec["high"], prec["precision"], strict=True)), prec.index))
         out.append(table_html(prec, left=["layer", "band"]))
+    out.append(beside_labels)
     out.append(recommendations_html(pooled, pd.DataFrame(data["populations"]), data.get("target_precision", 0.98)))
     out.append("<h2>Near misses</h2>")
     out.append(f'<p class="note">{esc(data["near_miss_note"])}</p>')
@@ -402,7 +408,10 @@ def recommendations_html(labels: pd.DataFrame, populations: pd.DataFrame, target
     rows = [{"layer": r.layer, "recommended threshold": r.threshold, "precision": r.precision, "low": r.low,
              "high": r.high, "labelled": r.labelled, "note": r.note} for r in recs.values()]
     frame = pd.DataFrame(rows, columns=["layer", "recommended threshold", "precision", "low", "high", "labelled", "note"])
-    return (f"<h2>Recommended thresholds (target precision {target:.2f})</h2>"
+    return (f"<h2>Recommended thresholds (target precision {target:.2f})</h2><p class=note>Band edges only, each "
+            "band's labelled precision weighted by its population. `audit recommend` searches every labelled "
+            "score, near misses included, against a Wilson lower bound, and writes the DEDUP_CONFIG overlay "
+            "(docs/audit.md).</p>"
             + (table_html(frame, left=["layer", "note"]) if rows else '<p class="note">no data</p>'))
 
 

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
-from dedup_tasks.audit.labels import LabelError, merge_with_sample, open_label_store, read_label_file
+from dedup_tasks.audit.labels import (
+    LABEL_COLUMNS,
+    LabelError,
+    merge_with_sample,
+    open_label_store,
+    read_label_file,
+)
 from dedup_tasks.audit.metrics import DEFAULT_TARGET_PRECISION, band_populations, drop_rates, kept_notes
 from dedup_tasks.audit.report import histogram, render_report
 from dedup_tasks.audit.sampling import (
@@ -22,6 +29,7 @@ from dedup_tasks.audit.sampling import (
     near_miss_rows,
     with_site_lang,
 )
+from dedup_tasks.audit.trends import trend_table, trends_html
 from dedup_tasks.audit.weeks import audit_dir, parse_week
 from dedup_tasks.io import replace_dir
 
@@ -119,6 +127,7 @@ def run_audit(
         else draw_sample(decisions, week)
     data = build_data(decisions, week, target_precision)
     labels = pd.DataFrame(columns=["sample_id", "label"])
+    history = pd.DataFrame(columns=LABEL_COLUMNS)
     if use_labels:
         with open_label_store(root, db_url, schema) as store:
             history = store.load(up_to_week=week)
@@ -126,7 +135,8 @@ def run_audit(
         labels = current[["sample_id", "label"]]
         data["history_labels"] = _jsonable(history[history["week"] != week][["sample_id", "kind", "layer", "band", "label"]])
         sample["label"] = sample["sample_id"].map(dict(zip(labels["sample_id"], labels["label"], strict=True)))
-    html_text = render_report(data, sample, labels)
+    trends = trends_html(trend_table(root, week, history, current=(data, sample)), week)
+    html_text = render_report(data, sample, labels, trends=trends)
     final = audit_dir(root, week)
 
     def fill(tmp: Path) -> None:
@@ -160,12 +170,17 @@ def import_labels(root: Path | str, week: str, file: Path | str, user: str, *, d
 
 
 def render_week(root: Path | str, week: str, labels: pd.DataFrame, history: pd.DataFrame | None = None,
-                **kwargs: object) -> str:
-    """Re-render a written audit with current labels (the UI does this on every page view)."""
+                week_link: Callable[[str], str] | None = None, **kwargs: object) -> str:
+    """Re-render a written audit with current labels (the UI does this on every page view); the trends
+    link each week through `week_link` (default: the reports' relative file links)."""
+    from dedup_tasks.audit.trends import default_week_link
+
     data, sample = load_audit(root, week)
     if history is not None:
         data["history_labels"] = _jsonable(history[history["week"] != week][["sample_id", "kind", "layer", "band", "label"]])
-    return render_report(data, sample, labels, **kwargs)  # type: ignore[arg-type]
+    trends = trends_html(trend_table(root, week, history if history is not None else pd.DataFrame(columns=LABEL_COLUMNS)),
+                         week, week_link or default_week_link)
+    return render_report(data, sample, labels, trends=trends, **kwargs)  # type: ignore[arg-type]
 
 
 def run_for_interval(data_interval_start: datetime, params: dict | None = None) -> dict:

@@ -44,7 +44,7 @@ def punctuated_text(title: str | None, content: str | None, near_text: str | Non
     kept, without the lines its near-duplicate view lost (site template lines).
 
     ``_near_text`` is folded (lower case, punctuation to spaces), so the sentence splitter finds no
-    sentence end in it and cuts 120-character pieces at random places instead (sem19 measured the
+    sentence end in it and cuts 120-character pieces at random places instead (measured: the
     aligned score on the planted crawl at en recall 0.27 against 0.61 on the same stories punctuated).
     A raw line is kept when its folded form is in the view (``near_text`` None: every line). A title
     the body opens with is left out: it would be the body's first sentence twice, once cut short."""

@@ -3,7 +3,7 @@
 The bi-encoder's cosine reads each text alone; a cross-encoder reads two sentences together, as one
 sequence ``<s> A </s></s> B </s>``, and gives one logit for "the same statement". It is the shipped
 e5-small encoder (``embed.e5_torch``) with fine-tuned weights and one linear unit on its mean-pooled
-vector, loaded from a file ``bench.cross_probe --save-model`` writes. No weights ship with the
+vector, loaded from a file ``bench.research.cross_probe --save-model`` writes. No weights ship with the
 product: the recipe trains on research-only paraphrase pairs, so a deployment trains its own and
 names the file (config ``semantic_cross_encoder_<lang>``). Nothing is downloaded.
 
@@ -11,12 +11,12 @@ A story pair (newer, earlier) is scored as in ``embed.aligned``: each newer sent
 nearest earlier sentence by the layer's embedder, each aligned pair is scored both ways round (one
 way only where the story is far below its threshold, and only as many sentences as it takes to see
 that it cannot reach it: ``story_scores``), and the story's score is
-the mean logit over its newer sentences (docs/semantic.md, session 14: on the MRPC stories it
+the mean logit over its newer sentences (docs/semantic.md: on the MRPC stories it
 separates rewrites from same-topic stories at d' 2.5, the aligned cosine at 1.8), or, with
 ``score="prob_cos"``, the mean over them of the pair's probability and the two sentences' cosine,
 averaged: the bi-encoder and the cross-encoder err on other pairs, and a probability keeps one
 sentence the model is sure of from outvoting the rest (zh dev stories at the tail rule: recall 0.449
-against the mean logit's 0.300; docs/semantic.md, session 19).
+against the mean logit's 0.300; docs/semantic.md).
 """
 
 from __future__ import annotations
@@ -33,20 +33,20 @@ import xxhash
 from dedup_tasks.config import CROSS_SCORES
 from dedup_tasks.embed.aligned import aligned_pairs
 
-# The pooled vector is L2-normalized; the head was trained on it scaled by this (bench.cross_probe).
+# The pooled vector is L2-normalized; the head was trained on it scaled by this (bench.research.cross_probe).
 POOLED_SCALE = 10.0
 # Pairs are read in batches of like length, at most this many padded tokens (``e5_torch.token_batches``):
 # in the order they come, a batch is as long as its longest pair.
 PAIR_BATCH_TOKENS = 2048
 # How far below the drop threshold a story read in one order must score to be left unread the other
 # way round, per score kind: about twice the largest one-order error of any dev story (en, mean
-# logit: 0.84; zh, prob_cos: 0.041; docs/semantic.md, session 20). ``bench.cross_probe`` prints that
+# logit: 0.84; zh, prob_cos: 0.041; docs/semantic.md). ``bench.research.cross_probe`` prints that
 # error for a newly trained model.
 ORDER_BAND = {"logit": 1.5, "prob_cos": 0.1}
 # Given a threshold, a story's first order is read in rounds of this many sentences, lowest aligned
 # cosine first; after each round a story that cannot reach its one-order cut stops (``story_scores``).
 # One sentence a round stops a story as soon as it can: on hours3 12% fewer reads than three, the same
-# drops, and the rounds are still one batch over every story (docs/semantic.md, session 23).
+# drops, and the rounds are still one batch over every story (docs/semantic.md).
 READ_ROUND = 1
 
 
@@ -108,7 +108,7 @@ class CrossEncoder:
             side = int(state["side"])
         except (KeyError, RuntimeError, TypeError, ValueError, pickle.UnpicklingError) as exc:
             raise CrossEncoderError(
-                f"cross-encoder file {path} is not a bench.cross_probe --save-model file for the shipped e5-small: {exc}"
+                f"cross-encoder file {path} is not a bench.research.cross_probe --save-model file for the shipped e5-small: {exc}"
             ) from exc
         # The model id names the weights, not the path: a retrained file is another model.
         self._set(model, head, side, "cross-e5-" + xxhash.xxh64_hexdigest(raw)[:12])
@@ -161,8 +161,7 @@ class CrossEncoder:
         * given the drop ``threshold``, each story is read in one order first (newer sentence first),
           and only a story that scores within ``ORDER_BAND[score]`` of the threshold or above it is
           read the other way round too. The rest keep their one-way score, marked ``one_way``: below
-          the threshold by more than the two orders ever differ on the dev stories (docs/semantic.md,
-          session 20), so their decision is the one both orders give, for half the reading;
+          the threshold by more than the two orders ever differ on the dev stories (docs/semantic.md), so their decision is the one both orders give, for half the reading;
         * that first order is read in rounds of ``READ_ROUND`` sentences, lowest aligned cosine first.
           After each round a story's ceiling is what it has read plus the most each unread sentence
           can add (``pair_ceilings``); a story whose ceiling is below the one-order cut stops, marked

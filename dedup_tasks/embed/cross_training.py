@@ -7,13 +7,13 @@ No weights ship with the product, so a deployment trains its own from labelled s
 Each line of a pairs file is a JSON object with ``text1``, ``text2`` and ``label``: 1 / 0 (the same
 statement or not), or a similarity score with ``--min-score`` (pairs at or above it are positive,
 pairs below ``--max-negative`` negative, the rest left out). The recipe is the one measured in
-docs/semantic.md (session 14): every encoder weight of the shipped e5-small fine-tuned (the token table
+docs/semantic.md: every encoder weight of the shipped e5-small fine-tuned (the token table
 stays 4-bit and frozen), one linear unit on the mean-pooled pair, binary cross-entropy, each pair read
 both ways round, 16 pairs a step, warm-up over 5% of the steps then a linear decay; ~0.7 s a step on 2
 cores. The file is written to a temporary name and renamed: an interrupted run leaves no half file.
 
 A model's logits have no fixed scale: its threshold (``semantic_cross_threshold_<lang>``) is read on
-held-out pairs of the deployment's own, as ``bench.cross_probe`` does on the dev stories.
+held-out pairs of the deployment's own, as ``bench.research.cross_probe`` does on the dev stories.
 """
 
 from __future__ import annotations

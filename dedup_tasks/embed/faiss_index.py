@@ -28,7 +28,7 @@ from dedup_tasks.registry.embeddings import EmbeddingStore
 HNSW_M = 32
 HNSW_EF_SEARCH = 128
 # Up to this many stored vectors ``neighbours`` scans the index's own flat storage: exact, and no
-# slower than the graph (20k sketches, a 20k hour: 3.2 s exact, 4.1 s at efSearch 256; session 18).
+# slower than the graph (20k sketches, a 20k hour: 3.2 s exact, 4.1 s at efSearch 256).
 EXACT_UP_TO = 50_000
 
 
@@ -181,7 +181,7 @@ class PersistentIndex:
         ``before_batch``; -inf and -1 where there are fewer. A rerun of an old batch searches only what
         came before it (a filtered search, not a widened one: a later batch can hold every neighbour).
         Exact while the index holds at most ``exact_up_to`` vectors, then the HNSW graph with a
-        candidate list of ``ef_search`` (recall against time: bench.sketch_history)."""
+        candidate list of ``ef_search`` (recall against time: bench.research.sketch_history)."""
         n = len(queries)
         scores = np.full((n, k), -np.inf, np.float32)
         ids = np.full((n, k), -1, np.int64)

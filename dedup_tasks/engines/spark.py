@@ -52,7 +52,14 @@ import dedup_tasks
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.contract import ContractError, check_rows, conform_schema, repair_text
 from dedup_tasks.fingerprint.candidates import facts_veto, verify_pairs
-from dedup_tasks.fingerprint.minhash import MinHasher, earlier_covered
+from dedup_tasks.fingerprint.minhash import (
+    EN_CHAR_SHINGLES,
+    EN_SHINGLE_WORDS,
+    MINHASH_SEED,
+    SHINGLE_CHARS,
+    MinHasher,
+    earlier_covered,
+)
 from dedup_tasks.fingerprint.stoplist import (
     AUTO_STOPLIST,
     DEFAULT_STOPLIST,
@@ -80,7 +87,7 @@ from dedup_tasks.layers.minhash import (
     verifier_of,
 )
 from dedup_tasks.layers.near import NEAR_LEN, number_sets, passage_runs
-from dedup_tasks.layers.simhash import SimHashLayer, simhash_rows
+from dedup_tasks.layers.simhash import SIMHASH_WORD_NGRAM, SIMHASH_ZH_FEATURES, SimHashLayer, simhash_rows
 from dedup_tasks.pipeline import (
     LONG_REASON,
     MAX_NEAR_CHARS,
@@ -219,7 +226,7 @@ def _fingerprint_pass(
     config: DedupConfig, templates: dict[str, np.ndarray], stoplist: str
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Pass 2 of ``prepare`` with each batch's template lines, then the SimHash and MinHash kernels."""
-    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
+    hasher = MinHasher(config.minhash_num_perm, MINHASH_SEED, config.minhash_bands, config.minhash_rows)
     none = np.empty(0, np.uint64)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -239,9 +246,9 @@ def _fingerprints(table: pa.Table, templates: np.ndarray, config: DedupConfig, h
     parts, lengths, too_long, lang = _pass_two_by_chunk(table, list(_chunks(n)), templates, given)
     near = pa.chunked_array(parts, pa.string()) if parts else pa.chunked_array([], pa.string())
     view = pa.table({"doc_id": table.column("doc_id"), "_near_text": near, "_lang": pa.array(lang, pa.string())})
-    sims = simhash_rows(view, config.simhash_zh_features, config.simhash_word_ngram)
+    sims = simhash_rows(view, SIMHASH_ZH_FEATURES, SIMHASH_WORD_NGRAM)
     sig, counts, (sets, set_offsets) = minhash_rows(
-        view, hasher, config.zh_shingle_chars, config.en_shingle_words, None, config.en_shingles == "chars"
+        view, hasher, SHINGLE_CHARS, EN_SHINGLE_WORDS, None, EN_CHAR_SHINGLES
     )
     sig_bytes = _packed_rows(sig, np.arange(n + 1) * sig.shape[1])
     set_bytes = _packed_rows(np.asarray(sets, np.uint32), set_offsets)
@@ -294,7 +301,7 @@ def _band_pass(config: DedupConfig) -> Callable[[Iterator[pa.RecordBatch]], Iter
     """One row per (document, band): MinHash's LSH band keys (``MinHasher.band_keys``) of documents
     with shingles, and the four 16-bit SimHash bands ``stream_simhash`` indexes of documents long
     enough for SimHash (a pair within Hamming distance 3 shares one of them)."""
-    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
+    hasher = MinHasher(config.minhash_num_perm, MINHASH_SEED, config.minhash_bands, config.minhash_rows)
     simhash_on = config.layer_enabled("simhash")
     minhash_on = config.layer_enabled("minhash")
 
@@ -781,7 +788,7 @@ def index_stoplist_setting(config: DedupConfig, registry: Registry, first: Batch
     "auto" is settled here, on the driver, by the registry (``Registry.band_key_stoplist``): what it
     records, or for a new registry the stoplist learned from the first ``LEARN_SAMPLE_DOCS`` pages of
     the job's first batch ``first`` as ``python -m dedup_tasks stoplist learn`` would (the built-in one
-    below ``minhash_registry_stoplist_learn_min_docs`` English pages, or without ``first``). A learned
+    below ``fingerprint.stoplist.LEARN_MIN_DOCS`` English pages, or without ``first``). A learned
     stoplist goes to the executors as a file under ``<root>/registry/stoplists``. A registry that dies
     with the process is keyed on the plain signature ("")."""
     from dedup_tasks.io import read_input

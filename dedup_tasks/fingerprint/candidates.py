@@ -325,6 +325,79 @@ def _anchor_at(hashes, values, stamps, bits, pos, gen, mask, i, hi, other_bit, s
     return size_o + 4 - (hi - i)
 
 
+# What differs decides a short text (a SHORT row, under ``simhash_min_chars``): it is no copy where a
+# passage was replaced, i.e. one text misses a run of the other's 5-gram positions longer than
+# SHORT_TYPO_RUN while the other misses one longer than SHORT_JOIN_RUN (a typo or a join) too. A wrong character misses 5
+# positions, two wrong characters up to three apart 9 (a run at the text's start or end counts as if the
+# text went on); a cut or an insertion misses positions on one side and at most the 4 that span the
+# join on the other (or a typo's 5). Another headline after a site's shared lead-in
+# misses 10 or more on one side and more than 4 on the other, however long the lead-in the two share
+# (bench quality: short_leadin pages and their reposts with typos).
+SHORT_TYPO_RUN = 9
+SHORT_JOIN_RUN = 5
+# Additions are bounded: a newer text whose new positions (ADDED_MIN_SHARE of its 5-grams or more) lie
+# in one block (ADDED_BLOCK_CONCENTRATION of them, misses bridged over stretches of fewer than
+# ADDED_BRIDGE shared positions, which chance 5-grams like "ofthe" make) of at least ADDED_BLOCK_EN
+# positions (ADDED_BLOCK_ZH in a long Chinese text: a sentence there is 0.4 of an English one) adds an
+# article, not a sentence or two: not a copy of the text it starts with, under any URL. On the bench,
+# inserted sentences reach 480 positions in one block only together with other edits spread elsewhere
+# (docs/near-copies.md, "Additions").
+ADDED_MIN_SHARE = 0.3
+ADDED_BLOCK_CONCENTRATION = 0.9
+ADDED_BRIDGE = 16
+ADDED_BLOCK_EN = 300
+ADDED_BLOCK_ZH = 100
+
+
+@njit(cache=True)
+def _longest_miss(hashes, offsets, table, d, other_bit, bridge, edges):
+    """(longest run, total) of document d's positions missing from the other document of the pair
+    ``_overlap`` last put in ``table``; a stretch of fewer than ``bridge`` shared positions between two
+    misses belongs to the run (0: every shared position ends it). With ``edges``, a run at the text's
+    start or end counts 4 more: there a change of k characters misses k positions, not k + 4, as the
+    5-grams past the edge do not exist."""
+    values, stamps, bits, state, _ = table
+    gen = np.int32(state[0])
+    mask = state[1]
+    lo, hi = offsets[d], offsets[d + 1]
+    longest = 0
+    total = 0
+    run = 0
+    gap = 0
+    starts_at_edge = False
+    for i in range(lo, hi):
+        if (bits[_slot(values, stamps, gen, mask, hashes[i])] & other_bit) == 0:
+            if gap > 0:
+                run = run + gap if run > 0 and gap < bridge else 0
+            if run == 0:
+                starts_at_edge = i == lo
+            run += 1
+            total += 1
+            gap = 0
+            at_edge = edges and (starts_at_edge or i == hi - 1)
+            if run + (4 if at_edge else 0) > longest:
+                longest = run + (4 if at_edge else 0)
+        else:
+            gap += 1
+    return longest, total
+
+
+@njit(cache=True)
+def _refused_by_bounds(hashes, offsets, table, d, c, c_new, strict_d, run_d):
+    """Whether the pair (newer d, earlier c) that ``_overlap`` last put in ``table`` and the rules
+    accepted is still no copy: a short text whose differences are not noise, or a newer text that adds
+    a whole article (the constants above)."""
+    if strict_d == SHORT:
+        a, _ = _longest_miss(hashes, offsets, table, d, IN_B, 0, True)
+        b, _ = _longest_miss(hashes, offsets, table, c, IN_A, 0, True)
+        return max(a, b) > SHORT_TYPO_RUN and min(a, b) > SHORT_JOIN_RUN
+    if 1.0 - c_new < ADDED_MIN_SHARE:
+        return False
+    longest, total = _longest_miss(hashes, offsets, table, d, IN_B, ADDED_BRIDGE, False)
+    block = ADDED_BLOCK_ZH if run_d < LONG_RUN else ADDED_BLOCK_EN
+    return longest >= block and longest >= ADDED_BLOCK_CONCENTRATION * total
+
+
 @njit(cache=True)
 def _passage_candidate(j, c_new, c_old, strict, rule):
     """Whether the passage rule may accept a pair the coverage rules refused: both coverages reach
@@ -388,6 +461,14 @@ def verify_pairs(
         )  # fmt: skip
     if numbers is not None:
         ok = facts_veto(verifier, numbers, newer, earlier, jac, ok, strict)
+    bounded = np.flatnonzero(ok & ~(strict >= 0))
+    if len(bounded):
+        run = np.broadcast_to(np.asarray(LONG_RUN if runs is None else np.asarray(runs, np.int64)[bounded], np.int64), bounded.shape)
+        ok[bounded] = ~_pair_refused_by_bounds(
+            np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(newer, np.int64)[bounded],
+            np.asarray(earlier, np.int64)[bounded], np.asarray(covers_newer, np.float64)[bounded], strict[bounded],
+            np.ascontiguousarray(run),
+        )  # fmt: skip
     return ok, jac, covers_newer, covers_earlier
 
 
@@ -454,6 +535,17 @@ def _pair_shared_in_passages(hashes, offsets, a, b, long_run, typo_run):
     for i in range(len(a)):
         _overlap(hashes, offsets, table, a[i], b[i])
         out[i] = _shared_in_passages(hashes, offsets, table, a[i], IN_B, long_run, typo_run)
+    return out
+
+
+@njit(cache=True)
+def _pair_refused_by_bounds(hashes, offsets, newer, earlier, covers_newer, strict, runs):
+    """``_refused_by_bounds`` of each (newer[i], earlier[i])."""
+    table = _pair_table(offsets)
+    out = np.zeros(len(newer), np.bool_)
+    for i in range(len(newer)):
+        _overlap(hashes, offsets, table, newer[i], earlier[i])
+        out[i] = _refused_by_bounds(hashes, offsets, table, newer[i], earlier[i], covers_newer[i], strict[i], runs[i])
     return out
 
 
@@ -563,6 +655,10 @@ def _stream(
                             if ok and facts and s < rule[9] and not strict[d] >= 0:
                                 share = rule[8] if strict[d] != strict[d] else SHORT_FACTS_SHARE
                                 ok = not facts_differ(nums, num_off, d, c, int(rule[7]), share, int(rule[10]))
+                            if ok and not strict[d] >= 0:
+                                ok = not _refused_by_bounds(
+                                    hashes, hash_off, table, d, c, c_new, strict[d], runs[d] if len(runs) else LONG_RUN
+                                )
                         else:
                             if len(hash_off) > 0 and exact_floor <= s < exact_ceiling:
                                 # In the batch the shingle sets are at hand: settle the estimate exactly.

@@ -17,11 +17,22 @@ import numpy as np
 
 from dedup_tasks.fingerprint import kernels
 
+# The permutations' seed. It is part of the registry's key space (every registered signature and band
+# key was drawn with it), so it is a constant, not a setting.
+MINHASH_SEED = 1
+# What L2's verification and L3 shingle: character 5-grams in both languages (spaces dropped in English).
+# English reads characters, not words: a typo breaks five 5-grams instead of every word 3-gram holding
+# the word; with 2% of letters mistyped a copy keeps J >= 0.75 on characters and <= 0.65 on word
+# 3-grams (tests/layers/test_near_copies.py, test_english_char_shingles_survive_typos_where_word_trigrams_break).
+SHINGLE_CHARS = 5
+EN_CHAR_SHINGLES = True
+EN_SHINGLE_WORDS = 3  # the word n-gram of English shingles when EN_CHAR_SHINGLES is off
+
 
 @dataclass(frozen=True)
 class MinHasher:
     num_perm: int = 128
-    seed: int = 1
+    seed: int = MINHASH_SEED
     bands: int = 42
     rows: int = 3
 

@@ -3,7 +3,7 @@
 Two unrelated English articles share the language's common character 5-grams ("ofthe", "ation",
 "inthe"), so now and then a whole LSH band of their signatures agrees: a *chance* candidate. Their
 number per lookup grows linearly with the registry (~2e-4 per registered English document on 24
-bands; docs/registry.md, "Background candidates"), which no hourly lookup against billions of
+bands; docs/registry-scale.md, "Chance agreements"), which no hourly lookup against billions of
 documents can carry. The registry's band keys therefore come from an *index signature*: the same
 permutations as the product's signature, taken over the shingles that are not in a frozen stoplist of
 common 5-grams. The verifier and the stored signature keep the product's whole set.
@@ -113,6 +113,9 @@ SIGNATURE_KEY_SPACE = "signature"  # band keys of the plain signature (no stopli
 # existing one goes on with whatever it was keyed on.
 AUTO_STOPLIST = "auto"
 LEARN_CUTOFF = 0.02  # document frequency above which a shingle is stopped (the built-in one's)
+# A first batch with fewer English pages than this keys a new registry on the built-in stoplist: a demo
+# hour or a test batch of a few hundred pages gives document frequencies too coarse to trust.
+LEARN_MIN_DOCS = 2_000
 LEARN_MAX_DOCS = 20_000  # English pages a registry learns from at most (~0.5 CPU-s per 10,000)
 
 
@@ -152,12 +155,13 @@ def learned_name(batch_id: str) -> str:
 
 
 def propose_stoplist(
-    name: str, hashes32: np.ndarray, offsets: np.ndarray, english: np.ndarray, min_docs: int
+    name: str, hashes32: np.ndarray, offsets: np.ndarray, english: np.ndarray, min_docs: int | None = None
 ) -> Stoplist:
     """What a new registry under ``minhash_registry_stoplist="auto"`` is keyed on: the stoplist of
     these English documents' shingles (at most ``LEARN_MAX_DOCS`` of them, evenly spread) when there
     are at least ``min_docs``, else the built-in one (a few hundred pages give document frequencies
-    too coarse to trust)."""
+    too coarse to trust). ``min_docs`` defaults to ``LEARN_MIN_DOCS``."""
+    min_docs = LEARN_MIN_DOCS if min_docs is None else min_docs
     english = np.asarray(english, bool)
     if min_docs <= 0 or int(english.sum()) < min_docs:
         return load_stoplist(DEFAULT_STOPLIST)

@@ -27,6 +27,10 @@ import pyarrow as pa
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.candidates import Verifier, stream_minhash, verify_pairs
 from dedup_tasks.fingerprint.minhash import (
+    EN_CHAR_SHINGLES,
+    EN_SHINGLE_WORDS,
+    MINHASH_SEED,
+    SHINGLE_CHARS,
     MinHasher,
     coverage_from_jaccard,
     earlier_covered,
@@ -193,7 +197,7 @@ def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> E
     batch stripped (kept beside the partition's files, ``io.read_published_rows``). A partition
     published without them is read whole and its template lines learned over its kept rows, as before."""
     from dedup_tasks.io import partition_of, read_published_rows
-    from dedup_tasks.pipeline import prepare
+    from dedup_tasks.prepare import prepare
 
     started = time.perf_counter()
     doc_ids = np.asarray(doc_ids, object).astype(str)
@@ -231,7 +235,7 @@ def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> E
         uniq, inverse = np.unique(rows[~missing], return_inverse=True)
         if len(uniq):
             hashes, offsets = shingle_sets(
-                prepared, uniq, cfg.zh_shingle_chars, cfg.en_shingle_words, cfg.en_shingles == "chars"
+                prepared, uniq, SHINGLE_CHARS, EN_SHINGLE_WORDS, EN_CHAR_SHINGLES
             )
             parts.append(hashes)
             sizes.append(np.diff(offsets))
@@ -298,9 +302,8 @@ class MinHashLayer(Layer):
         self, batch: pa.Table, ctx: LayerContext, hasher: MinHasher
     ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
         """Signatures, shingle counts and the shingle sets (hashes, offsets) of the rows."""
-        cfg = self.config
         return minhash_rows(
-            batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words, ctx.near_text, cfg.en_shingles == "chars"
+            batch, hasher, SHINGLE_CHARS, EN_SHINGLE_WORDS, ctx.near_text, EN_CHAR_SHINGLES
         )
 
     # Hooks for another engine (engines/spark.py), whose shingle sets stay on its executors: the
@@ -335,7 +338,7 @@ class MinHashLayer(Layer):
         def propose() -> Stoplist:
             english = (strings_np(batch, "_lang") == "en") & (counts > 0)
             return propose_stoplist(
-                learned_name(ctx.batch_id), sets[0], sets[1], english, cfg.minhash_registry_stoplist_learn_min_docs
+                learned_name(ctx.batch_id), sets[0], sets[1], english
             )
 
         return ctx.registry.band_key_stoplist(propose)
@@ -367,7 +370,7 @@ class MinHashLayer(Layer):
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         cfg = self.config
         n = batch.num_rows
-        hasher = MinHasher(cfg.minhash_num_perm, cfg.minhash_seed, cfg.minhash_bands, cfg.minhash_rows)
+        hasher = MinHasher(cfg.minhash_num_perm, MINHASH_SEED, cfg.minhash_bands, cfg.minhash_rows)
         sig, counts, sets = self.fingerprints(batch, ctx, hasher)
         verifier = verifier_of(cfg)
         strict = strict_rows(batch, cfg)

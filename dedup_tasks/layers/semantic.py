@@ -328,7 +328,7 @@ class SemanticLayer(Layer):
         """
         from dedup_tasks.contract import ContractError
         from dedup_tasks.io import read_published_rows
-        from dedup_tasks.pipeline import prepare
+        from dedup_tasks.prepare import prepare
 
         cached = self._partitions.get(batch_id, ())
         if cached is None or batch_id in self._whole_partitions:

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.candidates import stream_simhash, verify_pairs
+from dedup_tasks.fingerprint.minhash import EN_CHAR_SHINGLES, EN_SHINGLE_WORDS, SHINGLE_CHARS
 from dedup_tasks.fingerprint.simhash import hamming
 from dedup_tasks.layers.base import (
     Drops,
@@ -38,6 +39,10 @@ from dedup_tasks.layers.near import (
     verified_reason,
 )
 
+# SimHash features: word bigrams (single words let function words dominate the vote), Chinese words as
+# character bigrams (no segmenter on the hot path; "jieba" segments words instead).
+SIMHASH_ZH_FEATURES = "char2"
+SIMHASH_WORD_NGRAM = 2
 SHORT_REASON = "short text: not dropped on SimHash alone"
 
 
@@ -81,7 +86,7 @@ class SimHashLayer(Layer):
         cfg = self.config
         involved, inverse = np.unique(np.concatenate([newer, earlier]), return_inverse=True)
         hashes, offsets = shingle_sets(
-            batch, involved, cfg.zh_shingle_chars, cfg.en_shingle_words, cfg.en_shingles == "chars", ctx.near_text
+            batch, involved, SHINGLE_CHARS, EN_SHINGLE_WORDS, EN_CHAR_SHINGLES, ctx.near_text
         )
         return verify_pairs(
             hashes, offsets, inverse[: len(newer)], inverse[len(newer) :], verifier_of(cfg), strict,
@@ -98,7 +103,7 @@ class SimHashLayer(Layer):
     # the same kernel; the search and the verification stay this layer's.
     def fingerprints(self, batch: pa.Table, ctx: LayerContext) -> np.ndarray:
         """The rows' 64-bit SimHashes."""
-        return simhash_rows(batch, self.config.simhash_zh_features, self.config.simhash_word_ngram, ctx.near_text)
+        return simhash_rows(batch, SIMHASH_ZH_FEATURES, SIMHASH_WORD_NGRAM, ctx.near_text)
 
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         cfg = self.config

@@ -34,6 +34,8 @@ import pyarrow.compute as pc
 from numba import njit, prange
 
 import dedup_tasks.kernel_cache  # noqa: F401  (keys the numba cache on every kernel file)
+from dedup_tasks.normalize import codepoint_kernels as ck
+from dedup_tasks.normalize.arrays import as_string_array, codepoints, nfkc_lower, utf8_buffers
 from dedup_tasks.normalize.codepoint_kernels import decode_at
 
 _TABLE_SIZE = 0x20000
@@ -197,10 +199,6 @@ def fold_codepoints(values: pa.Array | pa.ChunkedArray, scratch: np.ndarray | No
     ``scratch``, a uint32 array of at least ``fold_scratch_size(values)`` elements, is used for the
     intermediate regions instead of a new array (a caller folding chunk after chunk reuses one).
     """
-    from dedup_tasks.fingerprint.hashing import codepoints, utf8_buffers
-    from dedup_tasks.normalize import codepoint_kernels as ck
-    from dedup_tasks.normalize.text import as_string_array, nfkc_lower
-
     values = as_string_array(values)
     data, byte_offsets = utf8_buffers(values)
     # One decoding pass into regions sized by bytes, then a packing copy: cheaper than measuring
@@ -226,9 +224,6 @@ def fold_scratch_size(values: pa.Array | pa.ChunkedArray) -> int:
 
     Filling nulls with "" never grows the text, so the raw size of the string chunks bounds it.
     """
-    from dedup_tasks.fingerprint.hashing import utf8_buffers
-    from dedup_tasks.normalize.text import as_string_array
-
     chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
     if not all(pa.types.is_string(c.type) or pa.types.is_large_string(c.type) for c in chunks):
         chunks = [as_string_array(values)]

@@ -21,40 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dedup_tasks.normalize import codepoint_kernels as ck
+from dedup_tasks.normalize.arrays import as_string_array, codepoints, nfkc_lower, strings_from_codepoints
+from dedup_tasks.normalize.fold import fold_codepoints
 
 BOILERPLATE_MIN_DOCS = 4
 BOILERPLATE_MIN_RESIDUAL = 40
-
-
-def as_string_array(values: pa.Array | pa.ChunkedArray) -> pa.StringArray:
-    """One contiguous string array with nulls as empty strings."""
-    if isinstance(values, pa.ChunkedArray):
-        if values.num_chunks == 0:
-            values = pa.array([], pa.string())
-        elif values.num_chunks == 1:
-            values = values.chunk(0)  # a sorted batch's slice: combine_chunks would copy the text
-        else:
-            values = values.combine_chunks()
-    if not pa.types.is_string(values.type):
-        values = values.cast(pa.string())
-    return pc.fill_null(values, "") if values.null_count else values
-
-
-def nfkc_lower(values: pa.Array) -> pa.StringArray:
-    """NFKC then lower case: the width and case folding every other view starts from."""
-    return pc.utf8_lower(pc.utf8_normalize(as_string_array(values), form="NFKC"))
-
-
-def _codepoints(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    from dedup_tasks.fingerprint.hashing import codepoints
-
-    return codepoints(values)
-
-
-def _strings(cp: np.ndarray, offsets: np.ndarray) -> pa.StringArray:
-    from dedup_tasks.fingerprint.hashing import strings_from_codepoints
-
-    return strings_from_codepoints(cp, offsets)
 
 
 def collapse_codepoints(cp: np.ndarray, offsets: np.ndarray, punctuation: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -64,12 +35,12 @@ def collapse_codepoints(cp: np.ndarray, offsets: np.ndarray, punctuation: bool) 
 
 def normalize_text(values: pa.Array) -> pa.StringArray:
     """NFKC, full/half width folded, lower-cased, whitespace collapsed and trimmed."""
-    return _strings(*collapse_codepoints(*_codepoints(nfkc_lower(values)), punctuation=False))
+    return strings_from_codepoints(*collapse_codepoints(*codepoints(nfkc_lower(values)), punctuation=False))
 
 
 def token_text(values: pa.Array) -> pa.StringArray:
     """Words separated by single spaces: punctuation and symbols become separators."""
-    return _strings(*collapse_codepoints(*_codepoints(nfkc_lower(values)), punctuation=True))
+    return strings_from_codepoints(*collapse_codepoints(*codepoints(nfkc_lower(values)), punctuation=True))
 
 
 def template_lines(
@@ -123,8 +94,6 @@ def story_lengths(content: pa.Array | pa.ChunkedArray, templates: np.ndarray | N
     Unlike the near-duplicate view, a page that is mostly template is not given its template back:
     a headline under a site's menus and copyright footer is as short as the headline.
     """
-    from dedup_tasks.normalize.fold import fold_codepoints
-
     cp, offsets = fold_codepoints(content)
     if templates is None or len(templates) == 0:
         return np.diff(collapse_codepoints(cp, offsets, punctuation=True)[1])

@@ -41,6 +41,12 @@ is cheap because a repeat whose content changed is kept as an update, see DESIGN
   query is dropped. ``;`` is not a separator (few servers treat it as one).
 * No Unicode normalization of decoded bytes and no case folding of path or query: servers compare
   bytes.
+
+The 64-bit key (``url_keys``) names the *page*, not the spelling: it hashes the canonical URL with
+``https`` written as ``http``, as a crawler's SURT form drops the scheme (Heritrix, Common Crawl). A
+page refetched over the other scheme is the same page to L1: a repeat when its content is the same,
+an update (held to the update rule) when it changed. Writing https as http rather than dropping the
+scheme keeps every key a registry holds for an http URL valid.
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ import xxhash
 
 from dedup_tasks.config import DEFAULT_TRACKING_PARAMS
 
-__all__ = ["InvalidURL", "UrlKeys", "canonical_url", "url_keys"]
+__all__ = ["InvalidURL", "UrlKeys", "canonical_url", "page_identity", "url_keys"]
 
 
 class InvalidURL(ValueError):
@@ -463,6 +469,12 @@ def _canonicalize(url: object, is_tracking: _TrackingMatcher) -> tuple[str, str]
     return f"{scheme}://{host}{port}{path}{query}", host
 
 
+def page_identity(canonical: str) -> str:
+    """What the URL key hashes: the canonical URL with ``https`` written as ``http`` (one page over
+    either scheme; see the module docstring)."""
+    return "http" + canonical[5:] if canonical.startswith("https://") else canonical
+
+
 def canonical_url(url: str, tracking_params: Iterable[str] = DEFAULT_TRACKING_PARAMS) -> str:
     """The canonical form of a crawl URL (see the module docstring for every rule).
 
@@ -503,6 +515,6 @@ def url_keys(urls: Sequence[str | None], tracking_params: Iterable[str] = DEFAUL
         except Exception as exc:  # a batch must survive any single URL, even a bug here
             reason[i] = f"unparsable url: {type(exc).__name__}"
             continue
-        key[i] = hash64(canonical.encode("utf-8"))
+        key[i] = hash64(page_identity(canonical).encode("utf-8"))
         valid[i] = True
     return UrlKeys(key=key, valid=valid, host=host, reason=reason)

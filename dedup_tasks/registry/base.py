@@ -129,7 +129,7 @@ class Registry(abc.ABC):
 
         A document of the main tier (registered before the last compaction) must share at least
         ``main_min_bands`` of its band keys with the query (two make chance agreements of unrelated
-        documents ~1,000x rarer: docs/registry.md, "Session 11"); one of the recent tier, one."""
+        documents ~1,000x rarer: docs/registry-scale.md); one of the recent tier, one."""
 
     @abc.abstractmethod
     def band_key_stoplist(self, propose: Callable[[], Stoplist | None]) -> Stoplist | None:

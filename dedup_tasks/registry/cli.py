@@ -3,6 +3,7 @@
 db migrate         apply missing migrations (idempotent)
 db status          schema version, rows per table, bytes per document
 db rebuild-bloom   rebuild the URL Bloom filter from the registry
+db export-bloom    write the URL Bloom filter in the portable format of docs/seen.md (--out FILE)
 db compact         move the recent tier into the main tier now (commits never do; the
                    dedup_registry_maintenance DAG does past compact_threshold_docs)
 """
@@ -48,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     bloom.add_argument(
         "--fp-rate", type=float, default=None, help="target false-positive rate (default 0.001)"
     )
+    export = sub.add_parser("export-bloom", help="write the URL Bloom filter for a crawler (format: docs/seen.md)")
+    export.add_argument("--out", type=Path, required=True, help="file to write (replaced atomically)")
     compact = sub.add_parser("compact", help="move the recent tier into the main tier")
     compact.add_argument(
         "--min-docs", type=int, default=0, help="only if the recent tier holds at least this many"
@@ -157,6 +160,9 @@ def db_main(argv: list[str]) -> int:
                       " (a text needed again is embedded again)")
                 return 0
 
+            if args.command == "export-bloom":
+                return _export_bloom(dsn, args.schema, root, args.out)
+
             if args.command == "rebuild-bloom":
                 from dedup_tasks.registry.postgres import PostgresRegistry
 
@@ -182,6 +188,24 @@ def db_main(argv: list[str]) -> int:
         print(f"error: {exc}".rstrip(), file=sys.stderr)
         return 1
     return 2
+
+
+def _export_bloom(dsn: str, schema: str, root: Path, out: Path) -> int:
+    """The registry's URL Bloom filter, caught up with the registry, written to `out` (docs/seen.md)."""
+    from dedup_tasks.io import OutputError
+    from dedup_tasks.registry.bloom_export import export_bloom
+    from dedup_tasks.registry.connect import bloom_path
+    from dedup_tasks.registry.seen import SeenIndex
+
+    with SeenIndex(dsn, schema, bloom_path(root)) as index:  # the pipeline's filter, caught up
+        persisted = index.synced_bloom()
+    try:
+        export_bloom(persisted, out)
+    except OSError as exc:
+        raise OutputError(f"cannot write the Bloom filter to {out}: {exc}") from exc
+    print(f"URL Bloom filter written to {out}: {persisted.bloom.n_added:,} keys, {persisted.bloom.nbytes / 1e6:.1f} MB, "
+          f"k={persisted.bloom.k}, watermark seq {persisted.watermark} (format: docs/seen.md)")
+    return 0
 
 
 def _status(conn: Any, dsn: str, schema: str, root: Path) -> dict[str, Any]:

@@ -231,7 +231,7 @@ class PostgresRegistry(Registry):
                 )
                 if stoplist is not None and not is_built_in(stoplist):
                     # A learned stoplist lives here, beside its record: every task and engine that opens
-                    # the registry reads the same hashes (docs/registry.md, "Session 12").
+                    # the registry reads the same hashes (docs/registry.md).
                     encoded = base64.b64encode(stoplist.hashes.astype("<u4").tobytes()).decode("ascii")
                     cur.execute("INSERT INTO registry_meta (key, value) VALUES ('band_key_stoplist', %s)", (encoded,))
                 return stoplist

@@ -87,13 +87,15 @@ def config_for(root: Path, **changes: object) -> DedupConfig:
 
 
 def run_week(root: Path, config: DedupConfig, write_crawl: bool = True,
-             rows: dict[str, list[dict]] | None = None) -> pd.DataFrame:
-    """Write the crawl (optionally), run every hour in order on one in-memory registry, publish decisions."""
+             rows: dict[str, list[dict]] | None = None, hours: list[str] | None = None) -> pd.DataFrame:
+    """Write the crawl (optionally), run every hour in order on one in-memory registry, publish decisions.
+
+    `hours`: other hour ids for the generated hours (another week), in HOURS' order."""
     rows = rows or generate_rows()
     registry = MemoryRegistry()
     frames = []
-    for i, hour in enumerate(HOURS):
-        table: pa.Table = make_batch(rows[hour], start=pd.Timestamp(f"{hour}:00:00Z") + pd.Timedelta(seconds=i))
+    for i, hour in enumerate(hours or HOURS):
+        table: pa.Table = make_batch(rows[HOURS[i]], start=pd.Timestamp(f"{hour}:00:00Z") + pd.Timedelta(seconds=i))
         if write_crawl:
             write_partition(root, hour, table)
         result = run_batch(table, hour, config, registry)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-import bench.__main__ as bench_main
+import bench.__main__ as bench_cli
+import bench.harness as bench_main
 from bench.corpus import SAMPLE_CORPUS_FILES
 
 
@@ -33,4 +34,4 @@ def test_sample_corpus_crawl_is_cached_apart_and_made_of_sample_texts(tmp_path: 
 
 def test_quality_command_takes_the_corpus_option() -> None:
     with pytest.raises(SystemExit):
-        bench_main.main(["quality", "--corpus", "nosuch"])
+        bench_cli.main(["quality", "--corpus", "nosuch"])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-import bench.__main__ as bench_main
-from bench.__main__ import cpu_kind, write_result
+import bench.harness as bench_main
+from bench.harness import cpu_kind, write_result
 
 
 def test_the_cpu_kind_names_the_model_and_only_the_matmul_flags(tmp_path) -> None:

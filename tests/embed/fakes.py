@@ -31,7 +31,7 @@ class FakeEmbedder(Embedder):
 
 
 def write_cross_encoder(path, bias: float, weight_seed: int | None = None, side: int = 64):
-    """A cross-encoder file in ``bench.cross_probe --save-model``'s format, untrained: the shipped
+    """A cross-encoder file in ``bench.research.cross_probe --save-model``'s format, untrained: the shipped
     e5-small encoder and a head whose weights are zero (every pair scores ``bias``) or, with
     ``weight_seed``, random (scores differ by pair)."""
     import torch

@@ -162,7 +162,7 @@ def test_a_missing_or_foreign_file_is_refused_by_name(tmp_path) -> None:
         CrossEncoder(tmp_path / "absent.pt")
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"not a torch file")
-    with pytest.raises(CrossEncoderError, match="junk.pt is not a bench.cross_probe --save-model file"):
+    with pytest.raises(CrossEncoderError, match="junk.pt is not a bench.research.cross_probe --save-model file"):
         CrossEncoder(junk)
     wrong = tmp_path / "wrong.pt"
     torch.save({"encoder": {}, "head": torch.nn.Linear(3, 1).state_dict(), "side": 64}, wrong)

@@ -8,7 +8,7 @@ import pytest
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.engines.pairs import resolve_pairs
 from dedup_tasks.fingerprint.candidates import stream_minhash, verify_pairs
-from dedup_tasks.fingerprint.minhash import MinHasher, estimated_jaccard
+from dedup_tasks.fingerprint.minhash import MINHASH_SEED, MinHasher, estimated_jaccard
 from dedup_tasks.layers.minhash import VERIFY_FLOOR, verifier_of
 
 
@@ -45,7 +45,7 @@ def test_resolved_pairs_equal_the_stream(seed):
     cfg = DedupConfig()
     n = 400
     hashes, offsets = _documents(rng, n)
-    hasher = MinHasher(cfg.minhash_num_perm, cfg.minhash_seed, cfg.minhash_bands, cfg.minhash_rows)
+    hasher = MinHasher(cfg.minhash_num_perm, MINHASH_SEED, cfg.minhash_bands, cfg.minhash_rows)
     sig = hasher.signatures(hashes.astype(np.uint64), offsets)
     keys = hasher.band_keys(sig)
     active = rng.random(n) < 0.9  # rows an earlier layer or the registry already dropped

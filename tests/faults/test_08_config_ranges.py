@@ -9,15 +9,15 @@ from dedup_tasks.config import ConfigError, DedupConfig
 from tests.faults.conftest import cli
 
 BAD = [
-    ("en_shingle_words", "0"),
-    ("en_shingle_words", "-3"),
-    ("zh_shingle_chars", "0"),
-    ("simhash_word_ngram", "0"),
+    ("minhash_registry_main_min_bands", "0"),
+    ("minhash_registry_bands", "-3"),
+    ("registry_signature_bits", "33"),
+    ("simhash_max_distance", "17"),
     ("simhash_min_chars", "-1"),
     ("minhash_bands", "0"),
     ("minhash_rows", "0"),
     ("minhash_num_perm", "0"),
-    ("minhash_seed", "-1"),
+    ("minhash_text_max_partitions", "-1"),
     ("keep_url_updates", "maybe"),
     ("progress", "perhaps"),
     ("extra", "foo"),
@@ -74,7 +74,7 @@ def test_bands_and_rows_must_fit_num_perm():
     assert DedupConfig(minhash_num_perm=64, minhash_bands=16, minhash_rows=4).minhash_bands == 16
 
 
-@pytest.mark.parametrize("setting", ["en_shingle_words=0", "minhash_seed=-1", "extra=foo", "keep_url_updates=maybe"])
+@pytest.mark.parametrize("setting", ["minhash_bands=0", "registry_signature_bits=33", "extra=foo", "keep_url_updates=maybe"])
 def test_cli_prints_one_error_line_not_a_crash(tmp_path, setting):
     result = cli("run", "--root", str(tmp_path), "--batch", "2026-12-01T00", "--no-registry", "--set", setting)
     assert result.returncode == 2, result.stderr

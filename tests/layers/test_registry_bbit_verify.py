@@ -14,7 +14,13 @@ import pytest
 
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint.candidates import pair_overlap
-from dedup_tasks.fingerprint.minhash import MinHasher, estimated_jaccard
+from dedup_tasks.fingerprint.minhash import (
+    EN_SHINGLE_WORDS,
+    MINHASH_SEED,
+    SHINGLE_CHARS,
+    MinHasher,
+    estimated_jaccard,
+)
 from dedup_tasks.io import BatchPaths
 from dedup_tasks.layers.minhash import TEXT_UNVERIFIED_REASON, minhash_rows
 from dedup_tasks.pipeline import prepare, publish, run_batch
@@ -28,8 +34,8 @@ TITLE = "HOG AND CATTLE SLAUGHTER GUESSTIMATES"
 def _jaccards(rows, cfg):
     """(exact Jaccard, 128-value estimate) of the first two rows, as L3 computes them."""
     batch = prepare(make_batch(rows), cfg)
-    hasher = MinHasher(cfg.minhash_num_perm, cfg.minhash_seed, cfg.minhash_bands, cfg.minhash_rows)
-    sig, _, (hashes, offsets) = minhash_rows(batch, hasher, cfg.zh_shingle_chars, cfg.en_shingle_words, None, True)
+    hasher = MinHasher(cfg.minhash_num_perm, MINHASH_SEED, cfg.minhash_bands, cfg.minhash_rows)
+    sig, _, (hashes, offsets) = minhash_rows(batch, hasher, SHINGLE_CHARS, EN_SHINGLE_WORDS, None, True)
     jac, _, _ = pair_overlap(hashes, offsets, np.array([0]), np.array([1]))
     return float(jac[0]), float(estimated_jaccard(sig[0], sig[1]))
 

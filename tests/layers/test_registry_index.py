@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from dedup_tasks.config import DedupConfig
-from dedup_tasks.fingerprint.minhash import MinHasher
+from dedup_tasks.fingerprint.minhash import EN_SHINGLE_WORDS, MINHASH_SEED, SHINGLE_CHARS, MinHasher
 from dedup_tasks.fingerprint.stoplist import DEFAULT_STOPLIST, load_stoplist, registry_band_keys
 from dedup_tasks.io import BatchPaths
 from dedup_tasks.layers.minhash import minhash_rows, registry_band_keys_of, signature_column
@@ -28,8 +28,8 @@ def _rows(en_articles, zh_articles) -> list[dict]:
 def test_layer_probes_and_registers_the_index_signatures_keys(en_articles, zh_articles, tmp_path):
     config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path))
     batch = prepare(make_batch(_rows(en_articles, zh_articles)), config)
-    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
-    sig, _, sets = minhash_rows(batch, hasher, config.zh_shingle_chars, config.en_shingle_words, None, True)
+    hasher = MinHasher(config.minhash_num_perm, MINHASH_SEED, config.minhash_bands, config.minhash_rows)
+    sig, _, sets = minhash_rows(batch, hasher, SHINGLE_CHARS, EN_SHINGLE_WORDS, None, True)
     want = registry_band_keys(sig, sets, hasher, config.registry_bands, load_stoplist(DEFAULT_STOPLIST))
     plain = hasher.band_keys(sig)[:, : config.registry_bands]
     lang = np.asarray(batch.column("_lang").to_pylist(), object)
@@ -99,8 +99,8 @@ def test_a_registry_that_dies_with_its_process_is_keyed_on_the_plain_signature(e
     rows = [*_rows(en_articles, zh_articles), {"doc_id": "orig", "url": "https://a.com/1", "title": art["title"], "content": art["text"]}]
     publish(BatchPaths(tmp_path, "2026-12-01T00"), run_batch(make_batch(rows), "2026-12-01T00", config, registry))
     batch = prepare(make_batch(rows), config)
-    hasher = MinHasher(config.minhash_num_perm, config.minhash_seed, config.minhash_bands, config.minhash_rows)
-    sig, _, _ = minhash_rows(batch, hasher, config.zh_shingle_chars, config.en_shingle_words, None, True)
+    hasher = MinHasher(config.minhash_num_perm, MINHASH_SEED, config.minhash_bands, config.minhash_rows)
+    sig, _, _ = minhash_rows(batch, hasher, SHINGLE_CHARS, EN_SHINGLE_WORDS, None, True)
     registered = registry._batches["2026-12-01T00"]
     row_of = {d: i for i, d in enumerate(batch.column("doc_id").to_pylist())}
     plain = hasher.band_keys(sig)[:, : config.registry_bands]

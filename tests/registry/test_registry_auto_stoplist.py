@@ -11,6 +11,7 @@ import pytest
 
 from bench.sample_corpus.stoplist import sample_english
 from dedup_tasks.config import DedupConfig
+from dedup_tasks.fingerprint import stoplist
 from dedup_tasks.fingerprint.stoplist import AUTO_STOPLIST, DEFAULT_STOPLIST, band_key_space, load_stoplist
 from dedup_tasks.io import BatchPaths
 from dedup_tasks.pipeline import publish, run_batch
@@ -28,8 +29,14 @@ def never() -> None:
     pytest.fail("a registry that has recorded its key space must not learn or propose another")
 
 
+@pytest.fixture(autouse=True)
+def _learn_from_150_pages(monkeypatch) -> None:
+    """The test batches are a few hundred pages: a registry learns from 150 English pages here."""
+    monkeypatch.setattr(stoplist, "LEARN_MIN_DOCS", 150)
+
+
 def _config(tmp_path) -> DedupConfig:
-    return DedupConfig(layers=LAYERS, root=str(tmp_path), minhash_registry_stoplist_learn_min_docs=150)
+    return DedupConfig(layers=LAYERS, root=str(tmp_path))
 
 
 def _copy_of(table: pa.Table, row: int) -> pa.Table:

@@ -1,5 +1,5 @@
 """Migration 0009 on a registry filled under schema 8: lossless rows stay as they are, b-bit rows and
-K-band documents join them (issue #14, docs/registry.md "Schema 9")."""
+K-band documents join them (issue #14, docs/registry.md, "Signatures")."""
 
 from __future__ import annotations
 
