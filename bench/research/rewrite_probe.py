@@ -22,7 +22,7 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from bench.__main__ import WORK, hour_ids
+from bench.harness import WORK, hour_ids
 
 DUPLICATES_L1_L3 = ("near_copy", "exact_copy", "url_repeat", "corpus_dup")
 
