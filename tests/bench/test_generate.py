@@ -100,11 +100,12 @@ def test_clusters(frame: pd.DataFrame) -> None:
     assert (roots.index == roots["cluster_id"]).all()  # originals and must-keep docs: own cluster
     assert (
         roots["source_doc_id"].isna().sum()
-        == (kind.isin(["original", "template_distinct", "short_distinct"])).sum()
+        == (kind.isin(["original", "template_distinct", "short_distinct", "short_leadin"])).sum()
         + (kind.eq("list_page") & frame["edits"].map(len).eq(0)).sum()  # a list's first page
     )
     dups = frame[frame["is_duplicate"]]
-    assert (frame.loc[dups["cluster_id"], "kind"].values == "original").all()
+    # A repost of a short lead-in page names that page's cluster.
+    assert frame.loc[dups["cluster_id"], "kind"].isin(["original", "short_leadin"]).all()
     assert (frame.loc[dups["source_doc_id"], "cluster_id"].values == dups["cluster_id"].values).all()
     assert dups.index.isin(dups["cluster_id"]).sum() == 0
 
@@ -253,7 +254,7 @@ def test_no_hidden_duplicates_among_non_duplicates(frame: pd.DataFrame) -> None:
     keep = frame[~frame["is_duplicate"]]
     keys = [exact_key(t, c) for t, c in zip(keep["title"], keep["content"], strict=True)]
     assert len(set(keys)) == len(keys)
-    assert keep["url"].map(page_key).drop(keep.index[keep["kind"] == "url_update"]).is_unique
+    assert keep["url"].map(page_key).drop(keep.index[keep["kind"].isin(["url_update", "url_append"])]).is_unique
 
 
 # --- determinism and CLI --------------------------------------------------------------------------
@@ -263,8 +264,11 @@ def test_every_document_names_its_corpus_article(frame: pd.DataFrame) -> None:
     own = frame[frame["kind"].isin(["original", "template_distinct", "corpus_dup", "url_update"])]
     assert own["article_id"].notna().all() and own["article_id"].is_unique  # an article is handed out once
     copies = frame[frame["kind"].isin(["url_repeat", "exact_copy", "near_copy"])]
+    leadin_reposts = frame.loc[copies["source_doc_id"], "kind"].values == "short_leadin"
+    assert frame.loc[copies.index[leadin_reposts], "article_id"].isna().all()  # a short page has no article
+    copies = copies[~leadin_reposts]
     assert len(copies) and (copies["article_id"].values == frame.loc[copies["source_doc_id"], "article_id"].values).all()
-    assert frame.loc[frame["kind"].isin(["short_distinct", "list_page"]), "article_id"].isna().all()
+    assert frame.loc[frame["kind"].isin(["short_distinct", "short_leadin", "list_page"]), "article_id"].isna().all()
 
 
 def test_a_pair_of_articles_a_reader_judged_one_story_makes_the_later_a_corpus_copy(
@@ -355,7 +359,9 @@ def test_noisy_urls_name_the_same_page() -> None:
             noisy, ops = noisy_url(url, rng)
             assert noisy != url and ops
             assert page_key(noisy) == page_key(url)
-    assert page_key("http://a.com/x") != page_key("https://a.com/x")
+    assert page_key("http://a.com/x") == page_key("https://a.com/x")  # one page over either scheme (SURT)
+    noisy, ops = noisy_url(urls[0], rng, other_scheme=True)
+    assert noisy.startswith("http://") and ops[0] == "url:scheme" and page_key(noisy) == page_key(urls[0])
     assert page_key("https://A.com:443/x/?utm_source=t&b=2&a=1#c") == page_key("https://a.com/x?a=1&b=2")
     assert page_key("https://a.com/x?id=1") != page_key("https://a.com/x?id=2")
 
@@ -426,7 +432,9 @@ def test_harsh_edits_take_two_to_four_edits_and_denser_typos(mini_data_dir: Path
     from bench.generate import HARSH_EDITS
 
     harsh = generate_crawl(tmp_path / "harsh", 400, seed=3, data_dir=mini_data_dir, mix=HARSH_EDITS)
-    near = pd.read_parquet(harsh.truth_path).query("kind == 'near_copy'")
+    truth = pd.read_parquet(harsh.truth_path).set_index("doc_id", drop=False)
+    near = truth.query("kind == 'near_copy'")
+    near = near[truth.loc[near["source_doc_id"], "kind"].values != "short_leadin"]  # reposts: one small edit
     assert set(near["edits"].map(len)) <= {2, 3, 4} and (near["edits"].map(len) == 4).any()
     with pytest.raises(ValueError):
         Mix(min_edits=3, max_edits=2)

@@ -651,9 +651,9 @@ def test_equivalent_variants_share_one_key() -> None:
         "  http://www.example.com/news/article?id=7&page=2\n",
         "http://www.example.com./news/article?id=7&page=2&",
         "http://anonymous@www.example.com/news/article?id=7&page=2",
+        "https://www.example.com/news/article?id=7&page=2",  # one page over either scheme (SURT)
     ]
     different = [
-        "https://www.example.com/news/article?id=7&page=2",  # scheme is part of identity
         "http://example.com/news/article?id=7&page=2",  # www kept
         "http://www.example.com/news/Article?id=7&page=2",  # path case kept
         "http://www.example.com/news/article?id=7&page=3",
