@@ -107,7 +107,9 @@ def _median(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
-def cmd_throughput(sizes: list[str], seed: int = 0, runs: int = DEFAULT_RUNS, peers: list[str] | tuple[str, ...] = DEFAULT_PEERS) -> dict:
+def cmd_throughput(
+    sizes: list[str], seed: int = 0, runs: int = DEFAULT_RUNS, peers: list[str] | tuple[str, ...] = DEFAULT_PEERS, out: str = "throughput"
+) -> dict:
     """Time every size's whole processes (ours and ``peers``, alternating), write and print the table."""
     import pandas as pd
 
@@ -164,6 +166,8 @@ def cmd_throughput(sizes: list[str], seed: int = 0, runs: int = DEFAULT_RUNS, pe
     table = format_table(results, runs)
     command = "python -m bench throughput" + ("" if list(sizes) == list(DEFAULT_SIZES) else f" --sizes {','.join(sizes)}")
     command += "" if runs == DEFAULT_RUNS else f" --runs {runs}"
+    command += "" if list(peers) == list(DEFAULT_PEERS) else f" --peers {','.join(peers) or 'none'}"
+    command += "" if out == "throughput" else f" --out {out}"
     footer = (
         f"Command: `{command}`; median of {runs} alternating whole-process runs per system; "
         f"load average (1 min) {load_start[0]:.1f} at start, {os.getloadavg()[0]:.1f} at end on {len(os.sched_getaffinity(0))} CPUs."
@@ -176,7 +180,7 @@ def cmd_throughput(sizes: list[str], seed: int = 0, runs: int = DEFAULT_RUNS, pe
         "sizes": results, "skipped": skipped, "table": table, "footer": footer,
         "load_average_start": load_start, "load_average_end": os.getloadavg(),
     }  # fmt: skip
-    write_result("throughput", data)
+    write_result(out, data)
     return data
 
 
@@ -206,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=DEFAULT_RUNS, help="whole-process runs per system and size (median reported)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--peers", default=",".join(DEFAULT_PEERS), help="peers timed beside ours ('none': ours only)")
+    parser.add_argument("--out", default="throughput", help="result name under bench/results")
     args = parser.parse_args(argv)
     sizes = [s for s in args.sizes.split(",") if s]
     unknown = [s for s in sizes if s not in SIZES]
@@ -213,5 +218,5 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown size(s) {', '.join(unknown)}; known: {', '.join(SIZES)}")
     if args.runs < 1:
         parser.error("--runs must be at least 1")
-    cmd_throughput(sizes, args.seed, args.runs, [p for p in args.peers.split(",") if p and p != "none"])
+    cmd_throughput(sizes, args.seed, args.runs, [p for p in args.peers.split(",") if p and p != "none"], args.out)
     return 0
