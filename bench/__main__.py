@@ -13,16 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.harness import (
-    SIZES,
-    THROUGHPUT_PROCESSES,
-    THROUGHPUT_REPEATS,
-    WHOLE_PROCESS_PEERS,
-    cmd_quality,
-    cmd_throughput,
-    peer_process,
-    throughput_child,
-)
+from bench.harness import SIZES, cmd_quality, peer_process
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,11 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--out", help="result name under bench/results (default quality-<size>)")
         p.add_argument("--compact-between", action="store_true",
                        help="compact the registry before every hour: earlier hours are main-tier documents")  # fmt: skip
-    p = sub.add_parser("throughput")
-    p.add_argument("--docs", type=int, nargs="+", default=[20_000])
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--processes", type=int, default=THROUGHPUT_PROCESSES, help="fresh processes per size up to 50k docs")
-    p.add_argument("--peers", default=",".join(WHOLE_PROCESS_PEERS), help="peers timed as whole processes beside ours ('none': ours only)")
+    p = sub.add_parser("throughput", help="whole processes at 20k, 60k and 200k docs, ours and the peers alternating")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
     p = sub.add_parser("registry", help="100k-doc batch against a registry of 10M documents (PostgreSQL)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p = sub.add_parser("seen", help="`seen` URLs/s against a registry of 10M URLs (PostgreSQL)")
@@ -68,14 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("name")
     p.add_argument("source", type=Path)
     p.add_argument("out", type=Path)
-    p = sub.add_parser("_throughput_child")
-    p.add_argument("docs", type=int)
-    p.add_argument("seed", type=int)
-    p.add_argument("--repeats", type=int, default=THROUGHPUT_REPEATS)
     # The pass-through commands parse their own options: argparse's REMAINDER after a subcommand does
     # not reliably take options that start with "--", so hand the rest of the line over untouched.
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in ("registry", "seen", "rerun-commit", "pairs", "semantic", "spark"):
+    if argv and argv[0] in ("throughput", "registry", "seen", "rerun-commit", "pairs", "semantic", "spark"):
         args = argparse.Namespace(command=argv[0], rest=argv[1:])
     else:
         args = parser.parse_args(argv)
@@ -86,9 +70,6 @@ def main(argv: list[str] | None = None) -> int:
     process_settings()
     if args.command == "_peer_process":
         peer_process(args.name, args.source, args.out)
-        return 0
-    if args.command == "_throughput_child":
-        print(json.dumps(throughput_child(args.docs, args.seed, args.repeats)))
         return 0
     if args.command == "registry":
         from bench.registry_bench import main as registry_main
@@ -115,15 +96,18 @@ def main(argv: list[str] | None = None) -> int:
 
         return semantic_main(args.rest)
     if args.command == "throughput":
-        cmd_throughput(args.docs, args.seed, args.processes, [p for p in args.peers.split(",") if p and p != "none"])
-        return 0
+        from bench.throughput import main as throughput_main
+
+        return throughput_main(args.rest)
     # "--peers none": ours only.
     peers = [p for p in args.peers.split(",") if p != "none"] if args.peers else None
     started = time.perf_counter()
     overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
     cmd_quality(args.size, args.seed, peers, args.corpus, overrides, args.out, args.edits, args.compact_between)
     if args.command == "all":
-        cmd_throughput(SIZES[args.size]["throughput_docs"], args.seed)
+        from bench.throughput import cmd_throughput
+
+        cmd_throughput(SIZES[args.size]["throughput_sizes"], args.seed)
     print(f"bench {args.command} --size {args.size}: {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -14,9 +14,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
-import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,12 +25,12 @@ BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "results"
 WORK = BENCH_DIR / "work"
 SIZES = {
-    "tiny": {"docs": 2_000, "hours": 2, "throughput_docs": [2_000]},
-    "small": {"docs": 20_000, "hours": 1, "throughput_docs": [20_000]},
-    "medium": {"docs": 20_000, "hours": 2, "throughput_docs": [20_000, 60_000]},
-    "large": {"docs": 20_000, "hours": 2, "throughput_docs": [20_000, 200_000]},
+    "tiny": {"docs": 2_000, "hours": 2, "throughput_sizes": ["20k"]},
+    "small": {"docs": 20_000, "hours": 1, "throughput_sizes": ["20k"]},
+    "medium": {"docs": 20_000, "hours": 2, "throughput_sizes": ["20k", "60k"]},
+    "large": {"docs": 20_000, "hours": 2, "throughput_sizes": ["20k", "60k", "200k"]},
     # Three hours through the registry (issue #17's registry run; docs/near-copies.md).
-    "hours3": {"docs": 20_000, "hours": 3, "throughput_docs": [20_000]},
+    "hours3": {"docs": 20_000, "hours": 3, "throughput_sizes": ["20k"]},
 }
 CASCADE_LAYERS = ("url", "exact", "simhash", "minhash")
 
@@ -71,7 +68,6 @@ def cpu_kind(cpuinfo: str | Path = "/proc/cpuinfo") -> dict[str, Any]:
 
 
 def _cpus() -> int:
-    import os
 
     return len(os.sched_getaffinity(0))
 
@@ -203,141 +199,7 @@ def _warm_up() -> None:
     run_batch(table, "warmup", DedupConfig(layers=CASCADE_LAYERS), MemoryRegistry(plain_band_keys=True))
 
 
-# ---- throughput and memory, each size in a fresh process ----------------------------------------------
-
-
-THROUGHPUT_REPEATS = 3
-
-
-def peak_rss_mib() -> float:
-    """This process image's peak resident set (VmHWM, see ``procstat.status_mib``)."""
-    from bench.procstat import status_mib
-
-    return status_mib("VmHWM")
-
-
-def throughput_child(docs: int, seed: int, repeats: int = THROUGHPUT_REPEATS) -> dict:
-    """Run in a subprocess: time one hour of ``docs`` documents end to end and report peak RSS.
-
-    The hour runs ``repeats`` times in the same process, each against an empty registry: the first
-    run is what a fresh task process gets (its memory touched for the first time), the best of the
-    others is the steady state of a long-running worker. This VM's timings vary by +-20% from run to
-    run, so both are reported, with every run's number.
-    """
-    from dedup_tasks.config import DedupConfig
-    from dedup_tasks.io import BatchPaths, read_input
-    from dedup_tasks.pipeline import publish, run_batch
-    from dedup_tasks.registry.base import MemoryRegistry
-
-    root = crawl(docs, 1, seed)
-    batch_id = hour_ids(root)[0]
-    _warm_up()
-    rss_before = peak_rss_mib()
-    runs = []
-    for _ in range(max(1, repeats)):
-        started = time.perf_counter()
-        tables = [read_input(BatchPaths(root, batch_id).input)[0]]
-        read_s = time.perf_counter() - started
-        # The registry --no-registry opens (the whole-process figure's command): a fresh registry under
-        # the default stoplist would learn one from this hour in every run, a once-per-registry cost.
-        registry = MemoryRegistry(plain_band_keys=True)
-        result = run_batch(tables.pop(), batch_id, DedupConfig(layers=CASCADE_LAYERS), registry)
-        out = WORK / f"out-{docs}"
-        t0 = time.perf_counter()
-        publish(BatchPaths(out, batch_id), result)
-        write_s = time.perf_counter() - t0
-        total = time.perf_counter() - started
-        cascade = sum(s.seconds for s in result.summary.layers)
-        runs.append(
-            {
-                "cascade_seconds": cascade,
-                "end_to_end_seconds": total,
-                "read_seconds": read_s,
-                "write_seconds": write_s,
-                "layers": {s.layer: {"rows_in": s.rows_in, "dropped": s.dropped, "seconds": s.seconds, "docs_per_s": s.rows_in / s.seconds if s.seconds else None} for s in result.summary.layers},
-            }
-        )
-        del result
-    first = runs[0]
-    steady = min(runs[1:], key=lambda r: r["cascade_seconds"]) if len(runs) > 1 else first
-    return {
-        "docs": docs,
-        "repeats": len(runs),
-        "cascade_seconds": first["cascade_seconds"],
-        "cascade_docs_per_s": docs / first["cascade_seconds"],
-        "steady_cascade_seconds": steady["cascade_seconds"],
-        "steady_cascade_docs_per_s": docs / steady["cascade_seconds"],
-        "cascade_docs_per_s_each_run": [docs / r["cascade_seconds"] for r in runs],
-        "end_to_end_seconds": first["end_to_end_seconds"],
-        "end_to_end_docs_per_s": docs / first["end_to_end_seconds"],
-        "read_seconds": first["read_seconds"],
-        "write_seconds": first["write_seconds"],
-        "layers": first["layers"],
-        "steady_layers": steady["layers"],
-        "peak_rss_mib": peak_rss_mib(),
-        "rss_before_batch_mib": rss_before,
-    }
-
-
-# ---- whole processes: what a user times ----------------------------------------------------------
-
-WHOLE_PROCESS_PEERS = ("rensa_lsh", "datasketch_lsh")
-
-
-def _child_seconds(cmd: list[str]) -> dict:
-    """Wall and CPU seconds (user + sys, its threads and children included) of one process."""
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    load = os.getloadavg()[0]
-    started = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    user, sys_ = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
-    return {"wall_seconds": wall, "cpu_seconds": user + sys_, "user_seconds": user, "sys_seconds": sys_, "load_average_1m": load}
-
-
-def _median_runs(runs: list[dict]) -> dict:
-    import statistics
-
-    return {
-        "runs": runs,
-        "median_wall_seconds": statistics.median(r["wall_seconds"] for r in runs),
-        "median_cpu_seconds": statistics.median(r["cpu_seconds"] for r in runs),
-    }
-
-
-def whole_processes(docs: int, seed: int, processes: int, peers: list[str]) -> dict:
-    """``python -m dedup_tasks run`` on the hour as a user runs it (start, imports, read, cascade with
-    its verifier, write; layers url,exact,simhash,minhash, in-batch: ``--no-registry``), then each
-    peer the same way (``_peer_process``: start, read the same Parquet, dedup, write its decisions)."""
-    import shutil
-
-    from bench.peers import available_peers
-    from dedup_tasks.io import BatchPaths
-
-    root = crawl(docs, 1, seed)
-    source = BatchPaths(root, hour_ids(root)[0]).input
-    out = WORK / f"whole-process-{docs}"
-    ours = []
-    for _ in range(processes):
-        shutil.rmtree(out, ignore_errors=True)
-        ours.append(_child_seconds([
-            sys.executable, "-m", "dedup_tasks", "run", "--input", str(source), "--out", str(out),
-            "--layers", ",".join(CASCADE_LAYERS), "--no-registry", "--no-progress",
-        ]))  # fmt: skip
-    result = {"command": f"python -m dedup_tasks run --input HOUR --out DIR --layers {','.join(CASCADE_LAYERS)} --no-registry", "crawl-dedup": _median_runs(ours)}
-    ready = set(available_peers())
-    for name in peers:
-        if name not in ready:
-            result[name] = {"skipped": "not installed (make bench)"}
-            continue
-        runs = [_child_seconds([sys.executable, "-m", "bench", "_peer_process", name, str(source), str(out / f"{name}.parquet")]) for _ in range(min(processes, 3))]
-        result[name] = _median_runs(runs)
-        result[name]["cpu_ratio_peer_over_ours"] = result[name]["median_cpu_seconds"] / result["crawl-dedup"]["median_cpu_seconds"]
-    shutil.rmtree(out, ignore_errors=True)
-    return result
+# ---- whole processes (bench.throughput) ---------------------------------------------------------
 
 
 def peer_process(name: str, source: Path, out: Path) -> None:
@@ -348,73 +210,3 @@ def peer_process(name: str, source: Path, out: Path) -> None:
     docs = read_input(source)[0].to_pandas().sort_values(["fetched_at", "doc_id"], kind="stable")
     out.parent.mkdir(parents=True, exist_ok=True)
     run_peer(name, docs).to_parquet(out)
-
-
-# Fresh processes per size: this VM's first-run timings spread +-20%, so the median of several is
-# reported, with the range. Large hours run once: they measure memory more than speed.
-THROUGHPUT_PROCESSES = 5
-
-
-def cmd_throughput(
-    sizes: list[int], seed: int, processes: int = THROUGHPUT_PROCESSES, peers: tuple[str, ...] | list[str] = WHOLE_PROCESS_PEERS
-) -> dict:
-    import compileall
-    import statistics
-
-    from dedup_tasks.warmup import compile_bytecode
-
-    # As `make install` leaves it: every process below (ours and the peers' harness) loads bytecode
-    # instead of compiling modules from source where PYTHONDONTWRITEBYTECODE is set.
-    compile_bytecode()
-    compileall.compile_dir(Path(__file__).parent, quiet=1)
-    load_at_start = os.getloadavg()
-    runs = []
-    for docs in sizes:
-        crawl(docs, 1, seed)  # generate outside the measured processes
-        small = docs <= 50_000
-        children = []
-        for _ in range(processes if small else 1):
-            proc = subprocess.run(
-                [sys.executable, "-m", "bench", "_throughput_child", str(docs), str(seed), "--repeats", str(THROUGHPUT_REPEATS if small else 1)],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            children.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-        firsts = [c["cascade_docs_per_s"] for c in children]
-        # The process with the median first run stands for the size (its per-layer rates are shown).
-        median_child = sorted(children, key=lambda c: c["cascade_docs_per_s"])[len(children) // 2]
-        runs.append(
-            {
-                **median_child,
-                "processes": len(children),
-                "first_run_docs_per_s_each_process": firsts,
-                "median_first_run_docs_per_s": statistics.median(firsts),
-                "median_steady_docs_per_s": statistics.median(c["steady_cascade_docs_per_s"] for c in children),
-                "median_end_to_end_docs_per_s": statistics.median(c["end_to_end_docs_per_s"] for c in children),
-                "peak_rss_mib": max(c["peak_rss_mib"] for c in children),
-            }
-        )
-        if small:
-            runs[-1]["whole_process"] = whole_processes(docs, seed, processes, list(peers))
-    lines = [
-        f"{'docs':>8}{'procs':>6}{'first run (median, min-max)':>32}{'steady':>10}{'end-to-end':>12}{'peak RSS MiB':>14}"
-    ]
-    for r in runs:
-        spread = f"{min(r['first_run_docs_per_s_each_process']):,.0f}-{max(r['first_run_docs_per_s_each_process']):,.0f}"
-        lines.append(
-            f"{r['docs']:>8}{r['processes']:>6}{r['median_first_run_docs_per_s']:>14,.0f} ({spread:>15})"
-            f"{r['median_steady_docs_per_s']:>10,.0f}{r['median_end_to_end_docs_per_s']:>12,.0f}{r['peak_rss_mib']:>14,.0f}"
-        )
-        lines.append("    first:  " + "  ".join(f"{k} {v['docs_per_s'] or 0:,.0f}/s" for k, v in r["layers"].items()))
-        lines.append("    steady: " + "  ".join(f"{k} {v['docs_per_s'] or 0:,.0f}/s" for k, v in r["steady_layers"].items()))
-        for name, w in r.get("whole_process", {}).items():
-            if isinstance(w, dict) and "median_cpu_seconds" in w:
-                ratio = f"  (CPU {w['cpu_ratio_peer_over_ours']:.2f}x ours)" if "cpu_ratio_peer_over_ours" in w else ""
-                lines.append(f"    whole process, {name}: {w['median_wall_seconds']:.2f} s wall, {w['median_cpu_seconds']:.2f} CPU-s (median of {len(w['runs'])}){ratio}")
-    lines.append(f"load average at start {load_at_start[0]:.2f}, at end {os.getloadavg()[0]:.2f}")
-    table = "\n".join(lines)
-    print(table)
-    data = {"runs": runs, "table": table, "layers": list(CASCADE_LAYERS), "load_average_start": load_at_start, "load_average_end": os.getloadavg()}
-    write_result("throughput", data)
-    return data

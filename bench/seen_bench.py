@@ -184,7 +184,7 @@ def check(qfile: Path, out: Path) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.__main__ import write_result
+    from bench.harness import write_result
 
     parser = argparse.ArgumentParser(prog="python -m bench seen", description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=10_000_000, help="registered URLs (default 10M)")

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from bench.harness import SIZES, WORK, crawl, hour_ids, write_result
@@ -54,6 +55,38 @@ def bench_registry(config, db_url: str | None) -> Iterator[Any]:
         conn.close()
 
 
+@contextlib.contextmanager
+def recording() -> Iterator[dict[str, list]]:
+    """Records, while it is open, every rewrite candidate pair of the semantic layer (newer doc_id,
+    earlier doc_id) and every sentence-aligned score (newer, earlier, score): what the reworded table
+    reads for its candidate recall and its dev thresholds. Wraps the layer's own methods; the
+    decisions are those of an unwrapped run."""
+    from dedup_tasks.layers.base import strings_np
+    from dedup_tasks.layers.semantic import SemanticLayer
+
+    seen: dict[str, list] = {"candidates": [], "scores": []}
+    sketch_pairs, aligned = SemanticLayer.sketch_pairs, SemanticLayer._aligned
+
+    def rec_sketch(self, batch, *args, **kwargs):
+        out = sketch_pairs(self, batch, *args, **kwargs)
+        docs = strings_np(batch, "doc_id")
+        seen["candidates"].extend(zip(docs[out[0]].astype(str), out[1].astype(str), strict=True))
+        return out
+
+    def rec_aligned(self, batch, ctx, store, cos, mask, sus_row, cand_row, in_batch, cand_doc, cand_batch):
+        out = aligned(self, batch, ctx, store, cos, mask, sus_row, cand_row, in_batch, cand_doc, cand_batch)
+        docs = strings_np(batch, "doc_id")
+        at = np.flatnonzero(mask)
+        seen["scores"].extend(zip(docs[sus_row[at]].astype(str), cand_doc[at].astype(str), out.score[at].astype(float), strict=True))
+        return out
+
+    SemanticLayer.sketch_pairs, SemanticLayer._aligned = rec_sketch, rec_aligned
+    try:
+        yield seen
+    finally:
+        SemanticLayer.sketch_pairs, SemanticLayer._aligned = sketch_pairs, aligned
+
+
 def run(
     size: str, seed: int = 0, overrides: dict[str, Any] | None = None, hours: int | None = None, reworded: str | None = None,
     db_url: str | None = None,
@@ -77,7 +110,7 @@ def run(
     config = DedupConfig(root=str(out), **(overrides or {}))
     truth = pd.read_parquet(root / "truth.parquet")
     decisions, hours = [], []
-    with bench_registry(config, db_url) as registry:
+    with bench_registry(config, db_url) as registry, recording() as seen:
         for batch_id in hour_ids(root):
             table, _ = read_input(BatchPaths(root, batch_id).input)
             started, cpu = time.perf_counter(), time.process_time()
@@ -150,7 +183,7 @@ def run(
             "threshold": sorted(set(g["threshold"].dropna().round(4).tolist())),
         }
     if reworded:
-        data_reworded = reworded_table(dec, truth)
+        data_reworded = reworded_table(dec, truth, seen)
     keys = ("precision", "recall", "f1", "false_drop_rate", "must_keep_false_drop_rate", "by_lang", "recall_near_by_band")
     data = {
         "size": size,
@@ -187,14 +220,21 @@ def bench_config(config) -> dict[str, Any]:
     return out
 
 
-def reworded_table(dec: pd.DataFrame, truth: pd.DataFrame) -> dict[str, Any]:
-    """Per language: L4's recall on the rewrites, its precision, false drops on the same-topic negatives."""
+def reworded_table(dec: pd.DataFrame, truth: pd.DataFrame, seen: dict[str, list] | None = None) -> dict[str, Any]:
+    """Per language: L4's recall on the rewrites, its precision, false drops on the same-topic negatives;
+    with ``seen`` (``recording``) also the share of rewrites whose source was a candidate
+    (``candidate_recall``) and, from the aligned scores, ``tail_threshold``: the lowest score above
+    every scored same-topic pair, with the rewrites' recall among those scored at it (on dev: the
+    threshold rule; on test: reported, never read)."""
     t = truth.assign(doc_id=truth["doc_id"].astype(str)).set_index("doc_id")
-    d = dec.assign(doc_id=dec["doc_id"].astype(str)).join(t[["lang", "kind", "is_duplicate"]], on="doc_id", rsuffix="_t")
+    d = dec.assign(doc_id=dec["doc_id"].astype(str)).join(t[["lang", "kind", "is_duplicate", "source_doc_id"]], on="doc_id", rsuffix="_t")
     lang_col = "lang_t" if "lang_t" in d.columns else "lang"
     dropped = d["action"].eq("drop")
     l4 = dropped & d["layer"].eq("semantic")
     out: dict[str, Any] = {}
+    cand = {tuple(p) for p in (seen or {}).get("candidates", [])}
+    scores = pd.DataFrame((seen or {}).get("scores", []), columns=["doc_id", "cand", "score"]).drop_duplicates(["doc_id", "cand"])
+    scores = scores.join(t[["kind", "source_doc_id", "lang"]], on="doc_id")
     for lang, g in d.groupby(lang_col):
         rw, neg = g["kind"].eq("reworded"), g["kind"].eq("same_topic")
         l4g = l4[g.index]
@@ -211,6 +251,17 @@ def reworded_table(dec: pd.DataFrame, truth: pd.DataFrame) -> dict[str, Any]:
             "same_topic_false_drops": int((neg & dropped[g.index]).sum()),
             "same_topic_false_drop_rate": float((neg & dropped[g.index]).sum() / max(int(neg.sum()), 1)),
         }
+        if seen is not None:
+            pairs = g.loc[rw, ["doc_id", "source_doc_id"]].astype(str)
+            out[str(lang)]["candidate_recall"] = float(np.mean([p in cand for p in zip(pairs["doc_id"], pairs["source_doc_id"], strict=True)])) if len(pairs) else None
+            s = scores[scores["lang"] == lang]
+            own = s[(s["kind"] == "reworded") & (s["cand"] == s["source_doc_id"].astype(str))]["score"]
+            negative = s[s["kind"] == "same_topic"]["score"]
+            tail = float(np.nextafter(negative.max(), 2.0)) if len(negative) else None
+            out[str(lang)]["rewrites_scored"] = len(own)
+            out[str(lang)]["same_topic_scored"] = len(negative)
+            out[str(lang)]["tail_threshold"] = tail
+            out[str(lang)]["recall_at_tail"] = float((own >= tail).sum() / max(int(rw.sum()), 1)) if tail is not None else None
     return out
 
 

@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_audit_parser(sub)
     sub.add_parser("stoplist", help="learn the registry index's stoplist from a sample of the crawl")
-    sub.add_parser("cross-encoder", help="train the cross-encoder that confirms rewrites (semantic_sketch_confirm=cross)")
+    sub.add_parser("cross-encoder", help="train the cross-encoder that confirms rewrites (semantic_cross_encoder_<lang>)")
     return parser
 
 

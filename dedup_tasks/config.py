@@ -55,7 +55,7 @@ class ConfigError(ValueError):
     """A configuration value is missing, unknown or out of range."""
 
 
-# What a Chinese story sketch can count (semantic_sketch_zh_features; dedup_tasks.embed.sketch).
+# What a Chinese story sketch can count (dedup_tasks.embed.sketch; jieba words by default).
 SKETCH_ZH_FEATURES = ("jieba", "char2")
 
 
@@ -184,78 +184,22 @@ class DedupConfig:
     # Near misses L2/L3 record on kept rows (decision columns suspect_*, read by the weekly audit).
     suspect_hamming_max: int = 12
     suspect_jaccard_min: float = 0.4
-    # L4 suspects: the recorded near misses just outside L2/L3's drop rule. Wider bands embed more
-    # documents for few extra duplicates (SimHash 7-12 near misses are mostly distinct pages): at these
-    # defaults ~4% of a synthetic-crawl batch is embedded (target <= 5%); docs/semantic.md has the table.
-    semantic_suspect_hamming_max: int = 5
-    semantic_suspect_jaccard_min: float = 0.75
-    # L4 rewrite candidates (dedup_tasks.embed.sketch): every kept row's story sketch (TF-IDF count
-    # sketch) is searched against earlier rows and earlier batches' kept documents; pairs at sketch
-    # cosine >= semantic_sketch_min go to the transformer beside the L2/L3 near misses. Off by default:
-    # English rewrites reach the bar only with a cross-encoder, which does not ship (trained on
-    # research-only pairs), and zh rewrites reach the bar on dev only (0.625), not on the news test files
-    # (docs/semantic.md).
-    semantic_sketch: bool = False
-    semantic_sketch_min: float = 0.6
-    # A language's own candidate floor (None: semantic_sketch_min). A Chinese character-bigram sketch
-    # of a rewrite ranks its source first in most cases, but at about a third of an English word
-    # sketch's cosine (docs/semantic.md), so one floor cannot serve both.
-    semantic_sketch_min_en: float | None = None
-    semantic_sketch_min_zh: float | None = None
-    semantic_sketch_neighbours: int = 2
-    # A candidate must also stand out from the searching row's neighbourhood: its sketch cosine at least
-    # semantic_sketch_margin times the mean cosine of the row's semantic_sketch_margin_neighbours
-    # nearest sketches (itself among them; a missing neighbour counts 0). This is the ratio margin of
-    # bitext mining (Artetxe & Schwenk 2019). A fixed floor lets through more rows every hour as
-    # history fills the space around every row; a margin asks for rank, so the pairs the confirmer
-    # reads stay flat (zh dev crawl: 628 rows with a candidate in hour 3 at the 0.25 floor, 222 at
-    # 1.1; docs/semantic.md). 0: off (floor only).
-    semantic_sketch_margin: float = 1.1
-    # A language's own margin (None: semantic_sketch_margin).
-    semantic_sketch_margin_en: float | None = None
-    semantic_sketch_margin_zh: float | None = None
-    semantic_sketch_margin_neighbours: int = 4
+    # L4 rewrite candidates (dedup_tasks.embed.sketch): every kept row's story sketch is searched against
+    # earlier rows and earlier batches' kept documents; the pairs that stand out of their neighbourhood
+    # are confirmed sentence by sentence (dedup_tasks.embed.aligned) at semantic_sketch_threshold_<lang>
+    # (read on the reworded dev stories, docs/semantic.md). False: only the L2/L3 near misses.
+    semantic_sketch: bool = True
+    # The aligned score a rewrite candidate is dropped at (None: the language's semantic_threshold_*):
+    # the lowest score above every same-topic page of the reworded dev stories (docs/semantic.md).
+    semantic_sketch_threshold_en: float | None = 0.944
+    semantic_sketch_threshold_zh: float | None = 0.965
     # At most this many rewrite candidate pairs (sketch pairs the facts check left open) are confirmed in
     # one batch, the highest sketch cosines first; the rest are not read, and a kept row with one says so
     # in its decision (0: no cap). It bounds an hour's L4 on any host: a confirmed pair costs the
-    # transformer about 0.05-0.35 s by CPU and language (docs/semantic.md), the sketch
-    # search a few seconds an hour.
-    semantic_sketch_pair_budget: int = 0
-    # HNSW's search list over the earlier batches' sketches, once they are more than 50,000 (below,
-    # the search is exact): the share of rewrites whose source is found first, against time
-    # (docs/semantic.md).
-    semantic_sketch_ef_search: int = 256
-    # What a Chinese story sketch counts: "jieba" words, or "char2" character bigrams (the sketches of
-    # registries filled before words; dedup_tasks.embed.sketch). Each has its own id in the store.
-    semantic_sketch_zh_features: str = "jieba"
-    # Buckets of the story sketch (a power of two, 64-4096). Hash collisions are noise every pair
-    # shares; at 1,024 the zh dev rewrites find their source above the margin far more often than at
-    # 256 (docs/semantic.md), for 4x the stored bytes and search. Each size has its own id
-    # in the store: changing it starts an empty history.
-    semantic_sketch_dim: int = 256
-    # Sketch pairs are judged at their own cosine (None: the language's semantic_threshold_*): their
-    # rows have no lexical near miss, so the tuned value differs (docs/semantic.md, third pass). Rows
-    # whose own text (the content without its site's template lines or the title) is shorter than
-    # semantic_sketch_min_chars get no sketch candidates: a short flash has too few content words for
-    # a story sketch to mean anything, whatever template surrounds it (docs/semantic.md).
-    semantic_sketch_threshold_en: float | None = None
-    semantic_sketch_threshold_zh: float | None = None
-    semantic_sketch_min_chars: int = 0
-    # A rewrite candidate is refused before anything is embedded when the newer states at least
-    # semantic_sketch_facts_min_new distinct values (figures, dates), and semantic_sketch_facts_min_share
-    # of its own, that the earlier never states: another day's market report or seat sale under the same
-    # headline is not the same story, whatever a model says of its wording (0: off).
-    semantic_sketch_facts_min_new: int = 2
-    semantic_sketch_facts_min_share: float = 0.5
-    # How a sketch pair is confirmed: "head" (the cosine of the two heads' embeddings) or "aligned"
-    # (dedup_tasks.embed.aligned: mean over the newer's sentences of the best cosine to a sentence of
-    # the earlier; then semantic_sketch_threshold_* apply to that score). With semantic_aligned_head_min
-    # above -1, aligned scoring embeds both heads first and reads the sentences of pairs whose head
-    # cosine reaches it only; at -1 (the default) no head of such a pair is embedded: on the hours3
-    # crawl a gate at 0.85 refused 9 of 1,835 pairs, for as much embedding as the sentences cost.
-    semantic_sketch_confirm: str = "head"
-    semantic_aligned_head_min: float = -1.0
-    # "cross" confirms as "aligned" does, but a language with a cross-encoder file scores its pairs by
+    # transformer about 0.1 s of CPU, and a 20,000-document hour of the generated crawl opens ~700
+    # (docs/semantic.md, "Cost"); the planted rewrites' hours open at most ~200.
+    semantic_sketch_pair_budget: int = 200
+    # A language with a cross-encoder file (semantic_cross_encoder_<lang>, opt-in) scores its pairs by
     # the mean cross-encoder logit over the aligned sentences (dedup_tasks.embed.cross_encoder) and drops
     # at semantic_cross_threshold_<lang>, a logit (model-specific: it comes with the file). No file ships:
     # the recipe (bench.research.cross_probe --save-model) trains on research-only pairs. A language without a
@@ -267,14 +211,13 @@ class DedupConfig:
     semantic_cross_threshold_zh: float | None = None
     # What a language's cross-encoder threshold reads: "logit", the mean logit over the aligned
     # sentences, or "prob_cos", the mean of each sentence pair's probability and cosine (in [0, 1];
-    # at the tail rule the zh dev stories pass at 0.449 against 0.300; docs/semantic.md).
+    # at the tail rule the zh dev stories passed at 0.449 against 0.300 for logits).
     # The threshold is read in the chosen unit.
     semantic_cross_score_en: str = "logit"
     semantic_cross_score_zh: str = "logit"
-    # Cheapest test first: a pair whose aligned cosine (the mean over the newer's sentences of the e5
-    # cosine to their counterparts, known once they are aligned) is below this is never read by the
-    # cross-encoder. The lowest dev rewrite of either language is at 0.915 (docs/semantic.md);
-    # most sketch candidates are other stories. Per language: semantic_cross_min_cos_<lang>.
+    # Cheapest test first: a pair whose aligned cosine (dedup_tasks.embed.aligned, known once its
+    # sentences are aligned) is below this is never read by the cross-encoder; most sketch candidates
+    # are other stories. Per language: semantic_cross_min_cos_<lang>.
     semantic_cross_min_cos: float = 0.85
     semantic_cross_min_cos_en: float | None = None
     semantic_cross_min_cos_zh: float | None = None
@@ -316,20 +259,11 @@ class DedupConfig:
             raise ConfigError("registry_signature_bits < 32 needs minhash_num_perm * registry_signature_bits to be a multiple of 16")
         for name in (
             "semantic_threshold", "semantic_threshold_zh", "semantic_threshold_en", "semantic_sketch_threshold_zh",
-            "semantic_sketch_threshold_en", "semantic_sketch_min_en", "semantic_sketch_min_zh",
+            "semantic_sketch_threshold_en",
         ):
             value = getattr(self, name)
             if value is not None and not -1.0 <= value <= 1.0:
                 raise ConfigError(f"{name} must be a cosine in [-1, 1]")
-        if self.semantic_suspect_hamming_max > self.suspect_hamming_max or self.semantic_suspect_jaccard_min < self.suspect_jaccard_min:
-            # L4 can only select among the near misses L2/L3 recorded.
-            raise ConfigError("the semantic_suspect_* bands must lie inside the recorded suspect_* bands")
-        if self.semantic_sketch_zh_features not in SKETCH_ZH_FEATURES:
-            raise ConfigError(f"semantic_sketch_zh_features must be one of {SKETCH_ZH_FEATURES}")
-        if not is_sketch_dim(self.semantic_sketch_dim):
-            raise ConfigError(f"semantic_sketch_dim must be a power of two from 64 to 4096, got {self.semantic_sketch_dim!r}")
-        if self.semantic_sketch_confirm not in ("head", "aligned", "cross"):
-            raise ConfigError("semantic_sketch_confirm must be 'head', 'aligned' or 'cross'")
         for lang in ("en", "zh"):
             if getattr(self, f"semantic_cross_score_{lang}") not in CROSS_SCORES:
                 raise ConfigError(f"semantic_cross_score_{lang} must be one of {CROSS_SCORES}")
@@ -337,16 +271,12 @@ class DedupConfig:
                 raise ConfigError(
                     f"semantic_cross_encoder_{lang} needs semantic_cross_threshold_{lang}: a threshold belongs to its model"
                 )
-        if self.semantic_sketch_confirm == "cross" and not self.cross_encoders():
-            raise ConfigError("semantic_sketch_confirm='cross' needs semantic_cross_encoder_en or semantic_cross_encoder_zh (a file)")
         if self.semantic_mode not in ("suspects", "full"):
             raise ConfigError("semantic_mode must be 'suspects' or 'full'")
         if self.minhash_threshold < 0.45:
             raise ConfigError("minhash_threshold must be >= 0.45, the verifier's lowest copy Jaccard (layers.minhash.VERIFY_MIN_JACCARD)")
         if not 0.0 < self.minhash_short_jaccard <= 1.0:
             raise ConfigError("minhash_short_jaccard must be in (0, 1]")
-        if not -1.0 <= self.semantic_sketch_min <= 1.0 or self.semantic_sketch_neighbours < 1:
-            raise ConfigError("semantic_sketch_min must be a cosine in [-1, 1] and semantic_sketch_neighbours >= 1")
         if self.embed_threads < 0:
             raise ConfigError("embed_threads must be >= 0 (0: one per CPU)")
 
@@ -405,24 +335,15 @@ class DedupConfig:
         """The cosine a sketch pair (a rewrite candidate) of language ``lang`` is dropped at."""
         return self._own_or(f"semantic_sketch_threshold_{lang}", lang, self.semantic_threshold_for(lang))
 
-    def semantic_sketch_margin_for(self, lang: str | None) -> float:
-        """How far a rewrite candidate of language ``lang`` must stand out from its row's neighbourhood
-        (a ratio to their mean sketch cosine; 0: not at all)."""
-        return self._own_or(f"semantic_sketch_margin_{lang}", lang, self.semantic_sketch_margin)
-
-    def semantic_sketch_min_for(self, lang: str | None) -> float:
-        """The sketch cosine a rewrite candidate of language ``lang`` needs to be shown the confirmer."""
-        return self._own_or(f"semantic_sketch_min_{lang}", lang, self.semantic_sketch_min)
-
     @property
     def semantic_confirms_by_sentences(self) -> bool:
         """Whether L4 scores rewrite candidates by their sentences (which it cuts from the input text)."""
-        return self.semantic_sketch and self.semantic_sketch_confirm in ("aligned", "cross")
+        return self.semantic_sketch
 
     def cross_encoders(self) -> dict[str, tuple[str, float, str]]:
         """{language: (cross-encoder file, its threshold, what the threshold reads)} of the languages
-        whose sketch pairs a cross-encoder confirms (``semantic_sketch_confirm="cross"``; empty otherwise)."""
-        if self.semantic_sketch_confirm != "cross":
+        whose sketch pairs a cross-encoder confirms (a file set and ``semantic_sketch`` on; empty otherwise)."""
+        if not self.semantic_sketch:
             return {}
         return {lang: (path, float(getattr(self, f"semantic_cross_threshold_{lang}")), getattr(self, f"semantic_cross_score_{lang}"))
                 for lang in ("en", "zh") if (path := getattr(self, f"semantic_cross_encoder_{lang}"))}
@@ -465,25 +386,12 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "semantic_threshold_en": (-1.0, 1.0),
     "semantic_sketch_threshold_zh": (-1.0, 1.0),
     "semantic_sketch_threshold_en": (-1.0, 1.0),
-    "semantic_sketch_min_en": (-1.0, 1.0),
-    "semantic_sketch_min_zh": (-1.0, 1.0),
-    "semantic_sketch_min_chars": (0, None),
-    "semantic_sketch_margin": (0.0, None),
-    "semantic_sketch_margin_en": (0.0, None),
-    "semantic_sketch_margin_zh": (0.0, None),
-    "semantic_sketch_margin_neighbours": (1, None),
     "semantic_sketch_pair_budget": (0, None),
-    "semantic_sketch_ef_search": (1, None),
-    "semantic_sketch_facts_min_new": (0, None),
-    "semantic_sketch_facts_min_share": (0.0, 1.0),
-    "semantic_aligned_head_min": (-1.0, 1.0),
     "semantic_cross_min_cos": (-1.0, 1.0),
     "semantic_cross_min_cos_en": (-1.0, 1.0),
     "semantic_cross_min_cos_zh": (-1.0, 1.0),
     "suspect_hamming_max": (0, 64),
     "suspect_jaccard_min": (0.0, 1.0),
-    "semantic_suspect_hamming_max": (0, 64),
-    "semantic_suspect_jaccard_min": (0.0, 1.0),
     "embed_max_chars": (1, None),
     "embed_max_tokens": (0, None),
     "embed_threads": (0, None),

@@ -30,15 +30,8 @@ def test_config_hash_tracks_decision_settings_only():
         ({"minhash_threshold": "high"}, "minhash_threshold"),
         ({"minhash_bands": 43}, "bands"),  # 43 x 3 rows > 128 permutations
         ({"embed_threads": -1}, "embed_threads"),
-        ({"semantic_sketch_confirm": "cross"}, "needs semantic_cross_encoder_en or semantic_cross_encoder_zh"),
         ({"semantic_cross_encoder_en": "m.pt"}, "semantic_cross_encoder_en needs semantic_cross_threshold_en"),
-        ({"semantic_sketch_confirm": "vote"}, "'head', 'aligned' or 'cross'"),
-        ({"semantic_sketch_min_zh": 1.5}, "semantic_sketch_min_zh"),
-        ({"semantic_sketch_margin": -0.1}, "semantic_sketch_margin"),
-        ({"semantic_sketch_margin_en": -0.1}, "semantic_sketch_margin_en"),
-        ({"semantic_sketch_margin_neighbours": 0}, "semantic_sketch_margin_neighbours"),
-        ({"semantic_sketch_ef_search": 0}, "semantic_sketch_ef_search"),
-        ({"semantic_sketch_zh_features": "pinyin"}, "semantic_sketch_zh_features"),
+        ({"semantic_sketch_threshold_zh": 1.5}, "semantic_sketch_threshold_zh"),
     ],
 )
 def test_bad_values_are_named(values, message):
@@ -46,21 +39,14 @@ def test_bad_values_are_named(values, message):
         DedupConfig.from_mapping(values)
 
 
-def test_semantic_layer_is_on_by_default_with_its_bands_inside_the_recorded_ones():
-    from dedup_tasks.config import ALL_LAYERS, ConfigError, DedupConfig
+def test_semantic_layer_is_on_by_default_with_rewrite_candidates():
+    from dedup_tasks.config import ALL_LAYERS, DedupConfig
 
     config = DedupConfig()
     assert config.layers == ALL_LAYERS and config.layer_enabled("semantic")
     assert config.semantic_mode == "suspects"
-    assert config.semantic_suspect_hamming_max <= config.suspect_hamming_max
-    assert config.semantic_suspect_jaccard_min >= config.suspect_jaccard_min
-    with pytest.raises(ConfigError, match="semantic_suspect"):
-        DedupConfig(semantic_suspect_jaccard_min=0.3)
+    assert config.semantic_sketch  # rewrite candidates too
     # Per-language thresholds from the environment, "none" falls back to semantic_threshold.
     loaded = DedupConfig.load(env={"DEDUP_SEMANTIC_THRESHOLD_ZH": "none", "DEDUP_SEMANTIC_THRESHOLD_EN": "0.99"})
     assert loaded.semantic_threshold_for("zh") == loaded.semantic_threshold
     assert loaded.semantic_threshold_for("en") == 0.99
-    # A language's candidate floor, else the shared one.
-    floors = DedupConfig.load(env={"DEDUP_SEMANTIC_SKETCH_MIN_ZH": "0.25"})
-    assert floors.semantic_sketch_min_for("zh") == 0.25
-    assert floors.semantic_sketch_min_for("en") == floors.semantic_sketch_min_for(None) == floors.semantic_sketch_min

@@ -35,6 +35,10 @@ from bench.research import RESULTS
 from dedup_tasks.embed.faiss_index import PersistentIndex, search_flat
 from dedup_tasks.embed.sketch import SKETCH_DIM
 
+# Per-coordinate noise for the synthetic sketches, scaled so that their cosines do not depend on the
+# sketch size (the noise figures were set at 256 buckets).
+NOISE_SCALE = float(np.sqrt(256 / SKETCH_DIM))
+
 MODEL = "sketch:bench"
 K = 4
 
@@ -42,7 +46,7 @@ K = 4
 def clustered(n: int, rng: np.random.Generator, cluster: int = 20) -> np.ndarray:
     centres = rng.standard_normal((max(n // cluster, 1), SKETCH_DIM)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    out = centres[rng.integers(0, len(centres), n)] + rng.standard_normal((n, SKETCH_DIM)).astype(np.float32) * 0.06
+    out = centres[rng.integers(0, len(centres), n)] + rng.standard_normal((n, SKETCH_DIM)).astype(np.float32) * 0.06 * NOISE_SCALE
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
@@ -76,7 +80,7 @@ def _measure(store: Any, root: Path, size: int, hour: int, rng: np.random.Genera
         index.follow(store, MODEL, ids("h", size)[part], batch, history[part])
     # The hour: half rewrites of history (near a stored sketch), half new stories.
     queries = np.concatenate([
-        history[rng.integers(0, size, hour // 2)] + rng.standard_normal((hour // 2, SKETCH_DIM)).astype(np.float32) * 0.05,
+        history[rng.integers(0, size, hour // 2)] + rng.standard_normal((hour // 2, SKETCH_DIM)).astype(np.float32) * 0.05 * NOISE_SCALE,
         clustered(hour - hour // 2, rng),
     ])
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)

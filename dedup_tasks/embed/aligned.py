@@ -116,14 +116,17 @@ def _split(text: str) -> list[str]:
 
 
 def aligned_scores(embed, newer: list[str], earlier: list[str], max_sentences: int = 8, max_chars: int = 120) -> np.ndarray:
-    """Per pair (newer[i], earlier[i]): mean over the newer's sentences of the best cosine to a
-    sentence of the earlier (-1 where either has no sentence). ``embed(texts)`` -> L2-normalized rows.
+    """Per pair (newer[i], earlier[i]): mean over the sentences of the text with fewer of them (the
+    newer's on a tie) of the best cosine to a sentence of the other (-1 where either has no
+    sentence). ``embed(texts)`` -> L2-normalized rows.
 
+    The shorter side: a headline retold inside a long article has all of its statements there, while
+    most of the article's sentences have no counterpart in the headline (docs/semantic.md, "Confirmer").
     Every distinct sentence is embedded once, in one call: texts shared by several pairs cost nothing
     more."""
     out = np.full(len(newer), -1.0)
     for i, _, _, sim in _alignments(embed, newer, earlier, max_sentences, max_chars):
-        out[i] = float(sim.max(axis=1).mean())
+        out[i] = float(sim.max(axis=1).mean() if sim.shape[0] <= sim.shape[1] else sim.max(axis=0).mean())
     return out
 
 

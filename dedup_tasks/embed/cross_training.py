@@ -134,7 +134,7 @@ def save(cross: CrossEncoder, path: str | Path) -> Path:
 def build_parser() -> argparse.ArgumentParser:
     parser = ErrorLineParser(
         prog="python -m dedup_tasks cross-encoder",
-        description="Train the cross-encoder that confirms L4's rewrite candidates (semantic_sketch_confirm=cross).",
+        description="Train the cross-encoder that confirms L4's rewrite candidates (semantic_cross_encoder_<lang>).",
     )
     sub = parser.add_subparsers(dest="action", required=True)
     t = sub.add_parser("train", help="fine-tune the shipped e5-small on labelled pairs and write the model file")

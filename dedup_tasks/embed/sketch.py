@@ -7,19 +7,18 @@ near-duplicate view (``_near_text``: folded, site boilerplate removed) still ove
 weighted ``(1 + log tf) * idf`` with the document frequency of the batch (so function words and a
 site's recurring phrases weigh little), hashed into ``dim`` signed buckets (a count sketch:
 the inner product of two sketches estimates the inner product of the weighted bags, error about
-1/sqrt(dim)) and L2-normalized; ``dim`` is ``semantic_sketch_dim`` (``SKETCH_DIM``, 256, by
-default). The cosine of two sketches is a TF-IDF cosine, good enough to find the few documents worth
+1/sqrt(dim)) and L2-normalized; ``dim`` is ``SKETCH_DIM`` (1,024). The cosine of two sketches is a TF-IDF cosine, good enough to find the few documents worth
 showing the transformer; it never drops a document on its own.
 
 Chinese words rank a rewrite's source first far more often than character bigrams (dev crawl: 70%
-against 50%, at a median cosine of 0.51 against 0.31; docs/semantic.md): a bigram across
+against 50%, at a median cosine of 0.51 against 0.31): a bigram across
 a word boundary is noise that every page shares. Words cost a jieba pass over the Chinese rows (rjieba,
 about 4,000 documents/s on one core).
 
 The sketch's error is noise that every pair shares, and the candidate margin compares a pair with its
 row's neighbourhood, so the noise hides weak rewrites: Chinese rewrites of the dev crawl sit at a
 third of the English cosine. At 1,024 buckets 19 of the 45 zh dev rewrites that had no candidate at
-256 get one (docs/semantic.md), for 4x the stored bytes.
+256 get one (docs/semantic.md, "Candidates"), for 4x the stored bytes.
 
 Cost: one pass of the MinHash shingle kernel (unigrams) plus a sort of the (document, feature)
 pairs; no model. ``bench/results/semantic-*.json`` reports it per document.
@@ -38,7 +37,7 @@ from dedup_tasks.fingerprint import kernels
 if TYPE_CHECKING:
     from dedup_tasks.layers.base import NearText
 
-SKETCH_DIM = 256
+SKETCH_DIM = 1024
 
 
 def sketch_model_id(zh_features: str = "jieba", dim: int = SKETCH_DIM) -> str:

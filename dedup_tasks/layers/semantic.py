@@ -1,8 +1,10 @@
 """L4 semantic layer: cosine similarity of document embeddings, drop at >= semantic_threshold.
 
-``suspects`` mode (default): only rows that L2/L3 flagged as near misses (a candidate at SimHash
-distance in (max_distance, semantic_suspect_hamming_max] or estimated Jaccard in
-[semantic_suspect_jaccard_min, threshold)) are embedded, together with their candidates. A suspect is dropped when its named
+``suspects`` mode (default): rows that L2/L3 flagged as near misses (a candidate at SimHash
+distance in (max_distance, SUSPECT_HAMMING_MAX] or estimated Jaccard in [SUSPECT_JACCARD_MIN,
+threshold)) are embedded, together with their candidates; and (``semantic_sketch``, on by default)
+every row's story sketch names its rewrite candidates, confirmed sentence by sentence
+(``embed.aligned``) at ``semantic_sketch_threshold_<lang>``; docs/semantic.md. A suspect is dropped when its named
 candidate, or an earlier embedded row of this batch (exact IndexFlatIP search), is at cosine >=
 threshold. Rows without suspects cost nothing: no model is loaded for a batch without suspects.
 
@@ -52,6 +54,33 @@ from dedup_tasks.registry.embeddings import EmbeddingStore, store_for
 log = logging.getLogger(__name__)
 
 FLAT_NEIGHBOURS = 16
+# A rewrite candidate whose newer story is shorter than this (characters of its own text, template
+# lines out) is refused when it states any value its candidate never states: two flashes of one
+# template differ only in their figures (the planted crawl's short pages scored 0.96 aligned).
+SHORT_STORY_CHARS = 200
+# L2/L3 near misses L4 embeds (inside the recorded suspect_* bands): wider bands embed more documents
+# for few extra duplicates (SimHash 7-12 near misses are mostly distinct pages); at these ~4% of a
+# synthetic-crawl batch is embedded (docs/semantic.md).
+SUSPECT_HAMMING_MAX = 5
+SUSPECT_JACCARD_MIN = 0.75
+# Rewrite candidates (``sketch_pairs``): a row's SKETCH_NEIGHBOURS nearest earlier sketches at cosine
+# >= its language's floor and >= its language's margin times the mean cosine of its SKETCH_MARGIN_NEIGHBOURS
+# nearest sketches (the ratio margin of bitext mining, Artetxe & Schwenk 2019: the pairs read stay
+# flat as history fills the space). English rewrites stand far out of their neighbourhood (every dev
+# rewrite's source at 1.5x), Chinese ones barely; an English floor of 0.5 keeps 99% of the dev rewrites
+# and 10% of the other pairs, a Chinese one would lose half the rewrites (docs/semantic.md, "Candidates").
+SKETCH_MIN_DEFAULT = 0.3
+SKETCH_MIN = {"en": 0.5}
+SKETCH_NEIGHBOURS = 2
+SKETCH_MARGIN_DEFAULT = 1.1
+SKETCH_MARGIN = {"en": 1.5}
+SKETCH_MARGIN_NEIGHBOURS = 4
+# HNSW's search list over the earlier batches' sketches once they are more than 50,000 (below, exact).
+SKETCH_EF_SEARCH = 256
+# A rewrite candidate is refused before anything is embedded when the newer states at least this many
+# distinct values (figures, dates), and this share of its own, that the earlier never states (0: off).
+SKETCH_FACTS_MIN_NEW = 2
+SKETCH_FACTS_MIN_SHARE = 0.5
 # The note on a kept row whose rewrite candidates were not read (semantic_sketch_pair_budget).
 OVER_BUDGET_REASON = (
     "rewrite candidate not confirmed: over the batch's budget of {} sketch pairs (semantic_sketch_pair_budget)"
@@ -371,12 +400,12 @@ class SemanticLayer(Layer):
             has = np.array([d is not None for d in doc], bool)
             with np.errstate(invalid="ignore"):
                 if layer == "simhash":
-                    near = (score > cfg.simhash_max_distance) & (score <= cfg.semantic_suspect_hamming_max)
+                    near = (score > cfg.simhash_max_distance) & (score <= min(SUSPECT_HAMMING_MAX, cfg.suspect_hamming_max))
                 else:
                     # Up to the registry's Jaccard rule (0.8): in the batch L3's verifier settles 0.45-0.8
                     # on the text, so the band holds registry near misses and pairs the verifier refused.
                     upper = max(cfg.minhash_threshold, cfg.minhash_registry_threshold)
-                    near = (score >= cfg.semantic_suspect_jaccard_min) & (score < upper)
+                    near = (score >= max(SUSPECT_JACCARD_MIN, cfg.suspect_jaccard_min)) & (score < upper)
             r = np.flatnonzero(has & near)
             rows.append(r)
             docs.append(doc[r].astype(object))
@@ -391,12 +420,11 @@ class SemanticLayer(Layer):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(row, candidate doc_id, candidate batch_id, sketch cosine) of every rewrite candidate.
 
-        A row's candidates are its ``semantic_sketch_neighbours`` nearest story sketches among the
-        earlier rows of this batch and the kept documents of earlier batches (their sketches are in the
-        store, written once when their batch ran), at cosine >= its language's floor
-        (``semantic_sketch_min_for``) and >= its language's margin (``semantic_sketch_margin_for``) times
-        the mean cosine of its ``semantic_sketch_margin_neighbours`` nearest sketches anywhere
-        (``neighbourhood_cosine``).
+        A row's candidates are its ``SKETCH_NEIGHBOURS`` nearest story sketches among the earlier rows
+        of this batch and the kept documents of earlier batches (their sketches are in the store,
+        written once when their batch ran), at cosine >= its language's floor (``SKETCH_MIN``) and >= its language's margin
+        (``SKETCH_MARGIN``) times the mean cosine of its ``SKETCH_MARGIN_NEIGHBOURS`` nearest sketches
+        anywhere (``neighbourhood_cosine``).
         Nothing here depends on a lexical near miss: a rewrite shares its names and content words, not
         its shingles.
 
@@ -405,14 +433,13 @@ class SemanticLayer(Layer):
         """
         from dedup_tasks.embed.faiss_index import search_flat
 
-        cfg = self.config
-        k = int(cfg.semantic_sketch_neighbours)
+        k = SKETCH_NEIGHBOURS
         doc_ids = strings_np(batch, "doc_id")
         valid = np.flatnonzero(np.abs(sketches).sum(axis=1) > 0)
         langs = strings_np(batch, "_lang")[valid] if "_lang" in batch.column_names else np.full(len(valid), None, object)
-        bar = per_language(langs, cfg.semantic_sketch_min_for)[:, None]  # per searching row
-        margin = per_language(langs, cfg.semantic_sketch_margin_for)
-        m = int(cfg.semantic_sketch_margin_neighbours) if (margin > 0).any() else 0
+        bar = per_language(langs, lambda lang: SKETCH_MIN.get(str(lang), SKETCH_MIN_DEFAULT))[:, None]  # per searching row
+        margin = per_language(langs, lambda lang: SKETCH_MARGIN.get(str(lang), SKETCH_MARGIN_DEFAULT))
+        m = SKETCH_MARGIN_NEIGHBOURS
         # Per search: each row's neighbours' cosines (-inf where none), which of them may be candidates,
         # their index into that search's doc_ids / batch_ids, and those.
         found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -425,7 +452,7 @@ class SemanticLayer(Layer):
             found.append((np.where(other, scores, -np.inf), earlier, cand, doc_ids, np.full(len(doc_ids), ctx.batch_id, object)))
         history = self.sketch_history(store, sketches.shape[1]) if history is None else history
         if len(history) and len(valid):
-            scores, idx = history.neighbours(sketches[valid], max(k, m), ctx.batch_id, cfg.semantic_sketch_ef_search)
+            scores, idx = history.neighbours(sketches[valid], max(k, m), ctx.batch_id, SKETCH_EF_SEARCH)
             hit = idx >= 0
             found.append((scores, hit & (np.arange(idx.shape[1]) < k), idx, history.doc_id, history.batch_id))
         if not found:
@@ -440,23 +467,8 @@ class SemanticLayer(Layer):
             parts.append((valid[q], docs[at].astype(object), batches[at].astype(object), scores[q, j]))
         return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))  # type: ignore[return-value]
 
-    def _story_lengths(self, batch: pa.Table, ctx: LayerContext) -> np.ndarray:
-        """Each row's own text in characters, what ``semantic_sketch_min_chars`` reads: the content
-        without its site's template lines and without the title (``normalize.text.story_lengths``).
-
-        The near-duplicate view gives a page that is mostly template its template back, so a headline
-        under a site's menus and footer would pass the floor. Only rows whose view reaches the floor
-        are measured (the story is never longer than the view); without the input text, the view's
-        length is all there is."""
-        lengths = text_lengths(batch).copy()
-        rows = np.flatnonzero(lengths >= self.config.semantic_sketch_min_chars)
-        raw = input_rows(batch, rows, ctx)
-        if raw is not None and "content" in raw.column_names and len(rows):
-            lengths[rows] = story_lengths(raw.column("content"), template_lines_of(batch.schema))
-        return lengths
-
     def _sketch_model_id(self) -> str:
-        return sketch_model_id(self.config.semantic_sketch_zh_features, self.config.semantic_sketch_dim)
+        return sketch_model_id()
 
     def sketch_history(self, store: EmbeddingStore, dim: int) -> PersistentIndex:
         """The kept documents' story sketches of earlier batches, as the index that mirrors the store."""
@@ -470,10 +482,7 @@ class SemanticLayer(Layer):
             # the pipeline) has only the L2/L3 near misses as candidates.
             return self._confirm(batch, ctx, store, sus_row, cand_doc, cand_batch)
         started = time.perf_counter()
-        sketches = story_sketches(batch, ctx.near_text, self.config.semantic_sketch_zh_features, self.config.semantic_sketch_dim)
-        if self.config.semantic_sketch_min_chars > 0:
-            # A zero sketch is no candidate and is never searched (sketch_pairs, the stored sketches).
-            sketches[self._story_lengths(batch, ctx) < self.config.semantic_sketch_min_chars] = 0.0
+        sketches = story_sketches(batch, ctx.near_text)
         built = time.perf_counter()
         history = self.sketch_history(store, sketches.shape[1])
         s_row, s_doc, s_batch, s_cos = self.sketch_pairs(batch, ctx, store, sketches, history)
@@ -509,8 +518,8 @@ class SemanticLayer(Layer):
         """The transformer's verdict on candidate pairs: drop a row at cosine >= its language's threshold
         (``pair_min``: per pair, a threshold of its own; NaN: the language's), unless the lexical
         evidence objects (``_pair_objections``, ``_hit_objections``). ``sketch`` marks the rewrite
-        candidates: the facts check reads their values (``semantic_sketch_facts_*``), and where
-        ``semantic_sketch_confirm`` says so their sentences are scored (``_aligned``) instead of the heads.
+        candidates: the facts check reads their values (``SKETCH_FACTS_MIN_NEW``), and their sentences
+        are scored (``_aligned``) instead of the heads.
         Of those the facts check leaves open, ``semantic_sketch_pair_budget`` are confirmed, highest
         sketch cosine (``sketch_cos``) first (``_over_budget``).
 
@@ -531,7 +540,7 @@ class SemanticLayer(Layer):
         pair_min = None if pair_min is None else np.asarray(pair_min, float)[usable]
         sketch = np.zeros(len(sus_row), bool) if sketch is None else np.asarray(sketch, bool)[usable]
         sketch_cos = np.full(len(sus_row), np.nan) if sketch_cos is None else np.asarray(sketch_cos, float)[usable]
-        aligned = sketch & self.config.semantic_confirms_by_sentences
+        aligned = sketch.copy()
         self._stats["suspects"] = len(np.unique(sus_row))
         if len(sus_row) == 0:
             return Drops.none()
@@ -549,7 +558,7 @@ class SemanticLayer(Layer):
         ext_of_pair[ext] = inverse.reshape(-1)
 
         facts = self._fact_sets(batch, ctx, np.unique(np.concatenate([sus_row, cand_row[in_batch]])), ext_doc, ext_bat)
-        live = ~self._pair_objections(batch, facts, sus_row, cand_row, in_batch, ext_of_pair, sketch)
+        live = ~self._pair_objections(batch, facts, sus_row, cand_row, in_batch, ext_of_pair, sketch, ctx)
         self._stats["pairs_refused_unembedded"] = int((~live).sum())
         unread = self._over_budget(live & sketch, sketch_cos)
         if len(unread):
@@ -559,10 +568,8 @@ class SemanticLayer(Layer):
         if not live.any():
             return Drops.none()
 
-        # Pairs scored on their sentences with no head gate need no head vector: their heads are never
-        # embedded (in hours3 the gate at 0.85 refused 9 of 1,835 sentence pairs, and the heads cost as
-        # much as the sentences; docs/semantic.md).
-        headless = aligned & (self.config.semantic_aligned_head_min <= -1.0)
+        # Pairs scored on their sentences need no head vector: their heads are never embedded.
+        headless = aligned
         headed = live & ~headless
         # This batch's rows of the pairs still open: the suspects and their same-batch candidates, once each.
         rows = np.unique(np.concatenate([sus_row[headed], cand_row[headed & in_batch]]))
@@ -673,9 +680,8 @@ class SemanticLayer(Layer):
         number of highest sketch cosines (ties: the earlier pair). Empty without a budget or within it.
 
         The cosine itself, not its ratio to the row's neighbourhood: with the dev rewrites planted in
-        the 20,000-document hours (docs/semantic.md), a budget of 300 pairs an hour reaches
-        70 of the 121 zh rewrites whose source is a candidate by cosine, 56 by the ratio, and 143 and
-        146 of the 146 en ones."""
+        the 20,000-document hours, a budget of 300 pairs an hour reached 70 of the 121 zh rewrites whose
+        source was a candidate by cosine, 56 by the ratio, and 143 and 146 of the 146 en ones."""
         budget = int(self.config.semantic_sketch_pair_budget)
         pairs = np.flatnonzero(open_sketch)
         if budget <= 0 or len(pairs) <= budget:
@@ -694,17 +700,15 @@ class SemanticLayer(Layer):
         self, batch: pa.Table, ctx: LayerContext, store: EmbeddingStore, cos: np.ndarray, aligned: np.ndarray, sus_row: np.ndarray,
         cand_row: np.ndarray, in_batch: np.ndarray, cand_doc: np.ndarray, cand_batch: np.ndarray,
     ) -> SentenceScores:
-        """The ``aligned`` pairs scored by their sentences instead of the head cosine: only pairs whose
-        head cosine reaches ``semantic_aligned_head_min`` are scored (the rest get -inf; at -1 every
-        open pair is, and ``cos`` holds +inf for the heads never embedded). A pair of a language with a cross-encoder
-        (``semantic_sketch_confirm="cross"``) gets the mean cross-encoder logit and that language's logit
+        """The ``aligned`` pairs scored by their sentences instead of the head cosine (their heads are
+        never embedded: ``cos`` holds +inf for them). A pair of a language with a cross-encoder file
+        (``semantic_cross_encoder_<lang>``) gets the mean cross-encoder logit and that language's logit
         threshold; the others the aligned cosine (``embed.aligned``)."""
         from dedup_tasks.embed.aligned import aligned_scores
 
         cfg = self.config
         out = SentenceScores.of(cos)
-        pairs = np.flatnonzero(aligned & (cos >= cfg.semantic_aligned_head_min))
-        self._tally({"head_gated": int((aligned & np.isfinite(cos) & (cos < cfg.semantic_aligned_head_min)).sum())})
+        pairs = np.flatnonzero(aligned & (cos > -np.inf))  # -inf: refused before anything is embedded
         out.score[aligned] = -np.inf
         if not len(pairs):
             return out
@@ -800,9 +804,17 @@ class SemanticLayer(Layer):
     def _updates(self, batch: pa.Table) -> np.ndarray:
         return bool_col(batch, URL_UPDATE) if URL_UPDATE in batch.column_names else np.zeros(batch.num_rows, bool)
 
+    def _story_lengths_of(self, batch: pa.Table, ctx: LayerContext | None, rows: np.ndarray) -> np.ndarray:
+        """The story length (``_story_lengths``: content without its site's template lines) of these rows."""
+        lengths = text_lengths(batch)[rows].copy()
+        raw = input_rows(batch, rows, ctx)
+        if raw is not None and "content" in raw.column_names and len(rows):
+            lengths[:] = story_lengths(raw.column("content"), template_lines_of(batch.schema))
+        return lengths
+
     def _pair_objections(
         self, batch: pa.Table, facts: tuple | None, sus_row: np.ndarray, cand_row: np.ndarray, in_batch: np.ndarray,
-        ext_of_pair: np.ndarray, sketch: np.ndarray,
+        ext_of_pair: np.ndarray, sketch: np.ndarray, ctx: LayerContext | None = None,
     ) -> np.ndarray:
         """Named pairs no cosine may drop: the suspect is a URL update, or its facts differ from the
         candidate's: other figures where the candidate's sentences state some (both kinds of pair), or,
@@ -821,9 +833,14 @@ class SemanticLayer(Layer):
         newer = set_of_row[sus_row[pairs]]
         differ = pair_facts_differ(nums, offsets, newer, earlier[pairs], cfg.minhash_facts_min_new, cfg.minhash_facts_min_share)
         rewrites = np.flatnonzero(sketch[pairs] & ~differ)  # the value check reads only what is still open
-        if cfg.semantic_sketch_facts_min_new > 0 and len(rewrites):
+        if SKETCH_FACTS_MIN_NEW > 0 and len(rewrites):
             values = pair_values_differ(nums, offsets, newer[rewrites], earlier[pairs[rewrites]],
-                                        cfg.semantic_sketch_facts_min_new, cfg.semantic_sketch_facts_min_share)
+                                        SKETCH_FACTS_MIN_NEW, SKETCH_FACTS_MIN_SHARE)
+            # A short story (a flash, a headline) is all facts: one value the earlier never states refuses it.
+            short = np.flatnonzero(~values & (self._story_lengths_of(batch, ctx, sus_row[pairs[rewrites]]) < SHORT_STORY_CHARS))
+            if len(short):
+                at = rewrites[short]
+                values[short] = pair_values_differ(nums, offsets, newer[at], earlier[pairs[at]], 1, 0.0)
             self._stats["vetoed_values"] = int(values.sum())
             differ[rewrites[values]] = True
         refused[pairs[differ]] = True

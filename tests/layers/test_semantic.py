@@ -53,11 +53,20 @@ def table(rows: list[dict], langs: list[str] | None = None) -> pa.Table:
     return pa.table({k: pa.array(v, types[k]) for k, v in cols.items()})
 
 
+SHIPPED_BANDS = (semantic_module.SUSPECT_HAMMING_MAX, semantic_module.SUSPECT_JACCARD_MIN)
+
+
+@pytest.fixture(autouse=True)
+def wide_bands(monkeypatch) -> None:
+    """Plumbing tests use wide suspect bands so their hand-made scores stay suspects."""
+    monkeypatch.setattr(semantic_module, "SUSPECT_HAMMING_MAX", 12)
+    monkeypatch.setattr(semantic_module, "SUSPECT_JACCARD_MIN", 0.4)
+
+
 def run(batch: pa.Table, batch_id: str, registry, root: Path | str = "./data", **cfg):
-    # Plumbing tests use wide suspect bands so their hand-made scores stay suspects; the default
-    # bands have their own test below.
-    cfg.setdefault("semantic_suspect_hamming_max", 12)
-    cfg.setdefault("semantic_suspect_jaccard_min", 0.4)
+    # Wide suspect bands (``wide_bands``); the rewrite candidates have tests of their own
+    # (test_semantic_candidates).
+    cfg.setdefault("semantic_sketch", False)
     config = DedupConfig(embedder=cfg.pop("embedder", "fake"), root=str(root), **cfg)
     out = SemanticLayer(config).run(batch, LayerContext(batch_id, config, registry))
     return out
@@ -217,7 +226,9 @@ def test_published_contract_partition_is_embedded_from_its_prepared_text(fake, t
     assert batch.column("_near_text")[0].as_py() in fake.encoded
 
 
-def test_default_suspect_bands_are_narrow_and_configurable(fake) -> None:
+def test_default_suspect_bands_are_narrow(fake, monkeypatch) -> None:
+    monkeypatch.setattr(semantic_module, "SUSPECT_HAMMING_MAX", SHIPPED_BANDS[0])
+    monkeypatch.setattr(semantic_module, "SUSPECT_JACCARD_MIN", SHIPPED_BANDS[1])
     config = DedupConfig(embedder="fake")
     rows = [{"doc_id": "c", "content": ARTICLE}]
     # Just outside L2/L3's drop rules: suspects by default.
@@ -234,9 +245,11 @@ def test_default_suspect_bands_are_narrow_and_configurable(fake) -> None:
 
     sus_row, _, _ = SemanticLayer(config).suspect_pairs(batch)
     assert sorted(doc[sus_row]) == ["h5", "m77"]
-    wide = config.replace(semantic_suspect_hamming_max=10, semantic_suspect_jaccard_min=0.5)
-    sus_row, _, _ = SemanticLayer(wide).suspect_pairs(batch)
-    assert sorted(doc[sus_row]) == ["h5", "h9", "m60", "m77"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(semantic_module, "SUSPECT_HAMMING_MAX", 10)
+        patch.setattr(semantic_module, "SUSPECT_JACCARD_MIN", 0.5)
+        sus_row, _, _ = SemanticLayer(config).suspect_pairs(batch)
+        assert sorted(doc[sus_row]) == ["h5", "h9", "m60", "m77"]
 
 
 def test_threshold_per_language_and_recorded_per_decision(fake) -> None:

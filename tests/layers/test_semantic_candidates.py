@@ -15,6 +15,7 @@ from dedup_tasks.config import ConfigError, DedupConfig
 from dedup_tasks.embed.embedders import resolve_device
 from dedup_tasks.embed.faiss_index import PersistentIndex
 from dedup_tasks.embed.sketch import SKETCH_DIM, sketch_model_id, story_sketches
+from dedup_tasks.layers import semantic
 from dedup_tasks.layers.base import LayerContext
 from dedup_tasks.layers.near import text_lengths
 from dedup_tasks.layers.semantic import SemanticLayer, neighbourhood_cosine
@@ -58,13 +59,21 @@ OTHER = (
 )
 
 
+@pytest.fixture(autouse=True)
+def one_margin(monkeypatch) -> None:
+    """A handful of documents make no neighbourhood: the tests hold every language to the default
+    margin and floor (the margin tests set their own)."""
+    monkeypatch.setattr(semantic, "SKETCH_MARGIN", {})
+    monkeypatch.setattr(semantic, "SKETCH_MIN", {})
+
+
 def batch_of(texts: list[str], prefix: str, hour: int = 0) -> pa.Table:
     return prepared_batch(texts, prefix, hour, site=True)
 
 
 def config(**kw) -> DedupConfig:
-    kw.setdefault("semantic_sketch_min", 0.3)
     kw.setdefault("semantic_sketch", True)
+    kw.setdefault("semantic_sketch_threshold_en", None)
     # The trigram fake scores a rewrite ~0.6 and unrelated text ~0.2: its own threshold.
     return DedupConfig(embedder="fake", semantic_threshold=0.5, semantic_threshold_en=0.5, **kw)
 
@@ -109,29 +118,9 @@ def test_chinese_sketches_count_words_or_character_bigrams() -> None:
         story_sketches(zh, zh_features="pinyin")
 
 
-def test_sketches_of_another_feature_space_are_never_searched() -> None:
-    # A registry filled with bigram sketches, then searched by a config that counts words: no pair.
-    assert sketch_model_id("jieba") != sketch_model_id("char2")
+def test_candidates_come_from_earlier_rows_and_earlier_batches_without_near_misses(monkeypatch) -> None:
     registry = MemoryRegistry()
-    store = store_for(registry)
-    b0 = batch_of([STORY, UNRELATED], "a")
-    store.put(sketch_model_id("char2"), np.array(["a0", "a1"], object), np.array([B0, B0], object),
-              story_sketches(b0, zh_features="char2"))
-    b1 = batch_of([OTHER, REWRITE], "b", hour=1)
-
-    def found(zh_features: str) -> set[str]:
-        cfg = DedupConfig(semantic_sketch_min=0.3, semantic_sketch_zh_features=zh_features)
-        _, docs, _, _ = SemanticLayer(cfg).sketch_pairs(b1, LayerContext(B1, cfg, registry), store,
-                                                        story_sketches(b1, zh_features=zh_features))
-        return set(docs)
-
-    assert found("char2") == {"a0"}
-    assert found("jieba") == set()
-
-
-def test_candidates_come_from_earlier_rows_and_earlier_batches_without_near_misses() -> None:
-    registry = MemoryRegistry()
-    cfg = DedupConfig(semantic_sketch_min=0.3)
+    cfg = DedupConfig()
     store = store_for(registry)
     layer = SemanticLayer(cfg)
     b0 = batch_of([STORY, UNRELATED], "a")
@@ -148,24 +137,6 @@ def test_candidates_come_from_earlier_rows_and_earlier_batches_without_near_miss
     assert all(b == B0 or int(d[1:]) < r for r, d, b in pairs)
 
 
-def test_a_language_floor_overrides_the_shared_candidate_floor() -> None:
-    registry = MemoryRegistry()
-    store = store_for(registry)
-    b0 = batch_of([STORY, UNRELATED], "a")
-    store.put(sketch_model_id(), np.array(["a0", "a1"], object), np.array([B0, B0], object), story_sketches(b0))
-    b1 = batch_of([OTHER, REWRITE], "b", hour=1)
-    assert set(b1.column("_lang").to_pylist()) == {"en"}
-
-    def found(cfg: DedupConfig) -> set[tuple[int, str]]:
-        rows, docs, _, _ = SemanticLayer(cfg).sketch_pairs(b1, LayerContext(B1, cfg, registry), store, story_sketches(b1))
-        return {(int(r), str(d)) for r, d in zip(rows, docs, strict=True)}
-
-    assert (1, "a0") in found(DedupConfig(semantic_sketch_min=0.3))
-    assert found(DedupConfig(semantic_sketch_min=0.3, semantic_sketch_min_en=0.99)) == set()
-    assert (1, "a0") in found(DedupConfig(semantic_sketch_min=0.99, semantic_sketch_min_en=0.3))
-    assert found(DedupConfig(semantic_sketch_min=0.99, semantic_sketch_min_zh=0.3)) == set()  # another language's
-
-
 def _unit(first: float, axis: int) -> np.ndarray:
     """A sketch at cosine ``first`` to the basis vector e0, the rest along e<axis>."""
     v = np.zeros(SKETCH_DIM, np.float32)
@@ -177,7 +148,7 @@ def _unit(first: float, axis: int) -> np.ndarray:
     ("others_cosine", "margin", "source_found"),
     [(0.05, 1.1, True), (0.48, 1.1, False), (0.48, 0.0, True)],
 )
-def test_a_candidate_must_stand_out_from_its_rows_neighbourhood(others_cosine, margin, source_found) -> None:
+def test_a_candidate_must_stand_out_from_its_rows_neighbourhood(others_cosine, margin, source_found, monkeypatch) -> None:
     # The row sits at cosine 0.5 to its source, above the 0.3 floor either way; four other earlier
     # documents sit at others_cosine to it. Only where they are far does the source stand out.
     registry = MemoryRegistry()
@@ -186,7 +157,8 @@ def test_a_candidate_must_stand_out_from_its_rows_neighbourhood(others_cosine, m
     store.put(sketch_model_id(), np.array(["src", "o0", "o1", "o2", "o3"], object), np.full(5, B0, object), prior)
     row = batch_of([OTHER], "b", hour=1)
     query = _unit(1.0, 1)[None, :]
-    cfg = DedupConfig(semantic_sketch_min=0.3, semantic_sketch_margin=margin, semantic_sketch_margin_neighbours=4)
+    monkeypatch.setattr(semantic, "SKETCH_MARGIN", {"en": margin})
+    cfg = DedupConfig()
     _, docs, _, scores = SemanticLayer(cfg).sketch_pairs(row, LayerContext(B1, cfg, registry), store, query)
     assert ("src" in set(docs)) is source_found
     assert np.all(scores >= 0.3)
@@ -195,20 +167,22 @@ def test_a_candidate_must_stand_out_from_its_rows_neighbourhood(others_cosine, m
 @pytest.mark.parametrize(
     ("margins", "source_found"),
     [
-        ({"semantic_sketch_margin": 1.1}, False),
-        ({"semantic_sketch_margin": 1.1, "semantic_sketch_margin_en": 0.0}, True),  # the row's language: off
-        ({"semantic_sketch_margin": 0.0, "semantic_sketch_margin_en": 1.1}, False),
-        ({"semantic_sketch_margin": 1.1, "semantic_sketch_margin_zh": 0.0}, False),  # another language's
+        ((1.1, {}), False),
+        ((1.1, {"en": 0.0}), True),  # the row's language: off
+        ((0.0, {"en": 1.1}), False),
+        ((1.1, {"zh": 0.0}), False),  # another language's
     ],
 )
-def test_a_language_margin_overrides_the_shared_margin(margins, source_found) -> None:
+def test_a_language_margin_overrides_the_shared_margin(margins, source_found, monkeypatch) -> None:
     registry = MemoryRegistry()
     store = store_for(registry)
     prior = np.stack([_unit(0.5, 1)] + [_unit(0.48, 2 + i) for i in range(4)])
     store.put(sketch_model_id(), np.array(["src", "o0", "o1", "o2", "o3"], object), np.full(5, B0, object), prior)
     row = batch_of([OTHER], "b", hour=1)
     assert row.column("_lang").to_pylist() == ["en"]
-    cfg = DedupConfig(semantic_sketch_min=0.3, semantic_sketch_margin_neighbours=4, **margins)
+    monkeypatch.setattr(semantic, "SKETCH_MARGIN_DEFAULT", margins[0])
+    monkeypatch.setattr(semantic, "SKETCH_MARGIN", margins[1])
+    cfg = DedupConfig()
     _, docs, _, _ = SemanticLayer(cfg).sketch_pairs(row, LayerContext(B1, cfg, registry), store, _unit(1.0, 1)[None, :])
     assert ("src" in set(docs)) is source_found
 
@@ -231,48 +205,22 @@ def test_rewrite_is_dropped_and_kept_sketches_are_stored_once(fake) -> None:
     assert out.stats.extra["sketch_pairs"] >= 1
 
 
-def test_second_hour_embeds_no_earlier_document_again(fake) -> None:
-    registry = MemoryRegistry()
-    cfg = config()
-    b0 = batch_of([STORY, UNRELATED, REWRITE], "a")
-    SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, registry))
-    first = list(fake.encoded)
-    assert sorted(first) == sorted(b0.column("_near_text").to_pylist()[i] for i in (0, 2))
-    fake.calls.clear()
-    b1 = batch_of([OTHER, REWRITE_2], "b", hour=1)
-    out = SemanticLayer(cfg).run(b1, LayerContext(B1, cfg, registry))
-    # Hour 01's rewrite matches hour 00's story from the stored vector: only its own text is embedded.
-    assert fake.encoded == [b1.column("_near_text").to_pylist()[1]]
-    assert [(r["doc_id"], r["matched_doc_id"], r["matched_batch_id"]) for r in out.drops.to_pylist()] == [("b1", "a0", B0)]
-    assert out.stats.extra["cached"] >= 1
-
-
-def test_without_a_head_gate_a_sentence_confirmed_pair_embeds_no_head(fake) -> None:
+def test_a_sentence_confirmed_pair_embeds_no_head(fake) -> None:
     b0 = batch_of([STORY, UNRELATED, REWRITE], "a")
     heads = b0.column("_near_text").to_pylist()
-
-    def run(head_min: float):
-        fake.calls.clear()
-        cfg = config(semantic_sketch_confirm="aligned", semantic_aligned_head_min=head_min, semantic_sketch_threshold_en=0.0)
-        return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
-
-    assert DedupConfig().semantic_aligned_head_min == -1.0
-    out = run(-1.0)
+    fake.calls.clear()
+    cfg = config(semantic_sketch_threshold_en=0.0)
+    out = SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
     assert [(r["doc_id"], r["matched_doc_id"]) for r in out.drops.to_pylist()] == [("a2", "a0")]
-    # Only sentences were embedded: no head of the pair (the trigram fake's heads score ~0.6).
+    # Only sentences were embedded: no head of the pair.
     assert fake.encoded and not set(heads) & set(fake.encoded) and out.stats.extra["embedded"] == 0
-    # A head gate above the pair's head cosine embeds both heads and refuses the pair before its sentences.
-    gated = run(0.99)
-    assert gated.drops.num_rows == 0 and gated.stats.extra["head_gated"] >= 1
-    assert {heads[0], heads[2]} <= set(fake.encoded) and gated.stats.extra.get("sentences_embedded", 0) == 0
-
 
 def test_second_hour_embeds_no_earlier_sentence_again(fake) -> None:
     from dedup_tasks.embed.aligned import sentences
 
     registry = MemoryRegistry()
     # Every aligned pair drops: the test is about what is embedded, not where the threshold sits.
-    cfg = config(semantic_sketch_confirm="aligned", semantic_aligned_head_min=0.0, semantic_sketch_threshold_en=0.0)
+    cfg = config(semantic_sketch_threshold_en=0.0)
     b0 = batch_of([STORY, UNRELATED, REWRITE], "a")
     out0 = SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, registry))
     assert [(r["doc_id"], r["matched_doc_id"]) for r in out0.drops.to_pylist()] == [("a2", "a0")]
@@ -296,7 +244,7 @@ def test_second_hour_embeds_no_earlier_sentence_again(fake) -> None:
 def test_the_next_hour_searches_the_saved_history_index_without_reading_the_store_back(fake, tmp_path) -> None:
     registry = MemoryRegistry()
     cfg = config(root=str(tmp_path / "root"))
-    # Hour 00 embeds its story (its rewrite is a candidate pair): hour 01 needs no published partition.
+    # Hour 00 stores its kept rows' sketches: hour 01 finds its rewrite's source through the saved index.
     SemanticLayer(cfg).run(batch_of([STORY, UNRELATED, REWRITE], "a"), LayerContext(B0, cfg, registry))
     store = store_for(registry)
     saved = PersistentIndex.open(cfg.root, sketch_model_id(), SKETCH_DIM)
@@ -306,14 +254,17 @@ def test_the_next_hour_searches_the_saved_history_index_without_reading_the_stor
         raise AssertionError("an hour read every stored sketch back")
 
     store.snapshot = no_snapshot  # type: ignore[method-assign]
-    out = SemanticLayer(cfg).run(batch_of([OTHER, REWRITE_2], "b", hour=1), LayerContext(B1, cfg, registry))
-    assert [(r["doc_id"], r["matched_doc_id"]) for r in out.drops.to_pylist()] == [("b1", "a0")]
+    b1 = batch_of([OTHER, REWRITE_2], "b", hour=1)
+    layer = SemanticLayer(cfg)
+    rows, docs, _, _ = layer.sketch_pairs(b1, LayerContext(B1, cfg, registry), store, story_sketches(b1))
+    assert (1, "a0") in {(int(r), str(d)) for r, d in zip(rows, docs, strict=True)}
+    layer.run(b1, LayerContext(B1, cfg, registry))  # its candidate's text is not published: both rows kept
     saved = PersistentIndex.open(cfg.root, sketch_model_id(), SKETCH_DIM)
-    assert sorted(saved.doc_id.tolist()) == ["a0", "a1", "b0"] and saved.generation == store.generation(sketch_model_id())
+    assert sorted(saved.doc_id.tolist()) == ["a0", "a1", "b0", "b1"] and saved.generation == store.generation(sketch_model_id())
 
 
-def test_sketch_candidates_are_opt_in(fake) -> None:
-    assert DedupConfig().semantic_sketch is False
+def test_sketch_candidates_are_on_by_default_and_can_be_turned_off(fake) -> None:
+    assert DedupConfig().semantic_sketch is True
     registry = MemoryRegistry()
     cfg = config(semantic_sketch=False)
     out = SemanticLayer(cfg).run(batch_of([STORY, UNRELATED, REWRITE], "a"), LayerContext(B0, cfg, registry))
@@ -327,7 +278,7 @@ def test_the_pair_budget_reads_the_highest_sketch_cosines() -> None:
     def unread(budget: int) -> list[int]:
         return SemanticLayer(DedupConfig(semantic_sketch_pair_budget=budget))._over_budget(open_pairs, sketch_cos).tolist()
 
-    assert DedupConfig().semantic_sketch_pair_budget == 0
+    assert DedupConfig().semantic_sketch_pair_budget == 200
     assert unread(0) == [] and unread(4) == [] and unread(9) == []  # no cap, or within it
     # Two of the four open pairs: the two 1.5s (the closed pair's 9.0 is no candidate), the rest unread.
     assert unread(2) == [0, 4]
@@ -405,7 +356,7 @@ def test_aligned_confirmation_scores_sketch_pairs_by_their_sentences(fake) -> No
     assert abs(expected - float(head[0] @ head[1])) > 0.01  # the two scores differ: the test can tell them apart
 
     def run(threshold: float):
-        cfg = config(semantic_sketch_confirm="aligned", semantic_aligned_head_min=0.0, semantic_sketch_threshold_en=threshold)
+        cfg = config(semantic_sketch_threshold_en=threshold)
         return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
 
     out = run(expected - 1e-4)
@@ -425,7 +376,7 @@ def test_cross_confirmation_scores_sketch_pairs_by_the_cross_encoder_in_logits(f
     assert len(newer) == 2
 
     def run(threshold: float):
-        cfg = config(semantic_sketch_confirm="cross", semantic_aligned_head_min=0.0, semantic_cross_min_cos=-1.0,
+        cfg = config(semantic_cross_min_cos=-1.0,
                      semantic_cross_encoder_en=str(model), semantic_cross_threshold_en=threshold)
         return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
 
@@ -455,7 +406,7 @@ def test_prob_cos_confirmation_reads_the_mean_of_probability_and_aligned_cosine(
     assert abs(expected - 1.5) > 0.5 and abs(expected - 0.5 * (1.0 / (1.0 + np.exp(-1.5)) + 1.0)) > 1e-3
 
     def run(threshold: float):
-        cfg = config(semantic_sketch_confirm="cross", semantic_aligned_head_min=0.0, semantic_cross_encoder_en=str(model),
+        cfg = config(semantic_cross_encoder_en=str(model),
                      semantic_cross_threshold_en=threshold, semantic_cross_score_en="prob_cos", semantic_cross_min_cos=-1.0)
         return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
 
@@ -480,7 +431,7 @@ def test_a_pair_whose_aligned_cosine_is_below_the_gate_is_never_read_by_the_cros
     mean_cos = float(np.mean([p[3] for p in aligned_pairs(FakeEmbedder().encode, [texts[2]], [texts[0]])]))
 
     def run(gate: float):
-        cfg = config(semantic_sketch_confirm="cross", semantic_aligned_head_min=0.0, semantic_cross_encoder_en=str(model),
+        cfg = config(semantic_cross_encoder_en=str(model),
                      semantic_cross_threshold_en=1.0, semantic_cross_min_cos=0.0, semantic_cross_min_cos_en=gate)
         return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
 
@@ -500,30 +451,6 @@ def test_a_pair_whose_aligned_cosine_is_below_the_gate_is_never_read_by_the_cros
         config(semantic_cross_min_cos=1.5)
 
 
-def test_the_sketch_dimension_is_a_setting_with_its_own_store_id_and_history(fake, tmp_path) -> None:
-    b0 = batch_of([STORY, UNRELATED], "a")
-    wide = story_sketches(b0, dim=1024)
-    assert wide.shape == (2, 1024) and np.allclose(np.linalg.norm(wide, axis=1), 1.0, atol=1e-5)
-    assert sketch_model_id(dim=1024) == "sketch:tfidf-words-1024" != sketch_model_id()
-    # The same features at two sizes: most of a document's weight lands in distinct buckets either way.
-    narrow = story_sketches(b0, dim=SKETCH_DIM)
-    assert (narrow[0] != 0).sum() < (wide[0] != 0).sum()
-    for bad in (100, 32, 8192):
-        with pytest.raises(ValueError, match="power of two from 64 to 4096"):
-            story_sketches(b0, dim=bad)
-        with pytest.raises(ConfigError, match="semantic_sketch_dim must be a power of two"):
-            config(semantic_sketch_dim=bad)
-    cfg = config(semantic_sketch_dim=1024, root=str(tmp_path / "root"))
-    registry = MemoryRegistry()
-    SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, registry))
-    store = store_for(registry)
-    docs, _, vectors = store.scan(sketch_model_id(dim=1024))
-    assert sorted(docs.tolist()) == ["a0", "a1"] and vectors.shape[1] == 1024
-    assert len(store.scan(sketch_model_id())[0]) == 0  # the 256 history stays empty
-    saved = PersistentIndex.open(cfg.root, sketch_model_id(dim=1024), 1024)
-    assert sorted(saved.doc_id.tolist()) == ["a0", "a1"]
-
-
 def test_a_language_without_a_cross_encoder_keeps_the_aligned_cosine(fake, tmp_path) -> None:
     pytest.importorskip("torch")
     from dedup_tasks.embed.aligned import aligned_scores
@@ -535,7 +462,7 @@ def test_a_language_without_a_cross_encoder_keeps_the_aligned_cosine(fake, tmp_p
     expected = float(aligned_scores(FakeEmbedder().encode, [texts[2]], [texts[0]])[0])
 
     def run(threshold: float):
-        cfg = config(semantic_sketch_confirm="cross", semantic_aligned_head_min=0.0, semantic_sketch_threshold_en=threshold,
+        cfg = config(semantic_sketch_threshold_en=threshold,
                      semantic_cross_encoder_zh=str(model), semantic_cross_threshold_zh=-5.0)
         return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
 
@@ -549,14 +476,14 @@ def test_a_language_without_a_cross_encoder_keeps_the_aligned_cosine(fake, tmp_p
 OTHER_REPORT = REWRITE.replace("14 percent", "9 percent").replace("40 million", "25 million")
 
 
-def test_a_rewrite_candidate_stating_other_values_is_refused_before_anything_is_embedded(fake, tmp_path) -> None:
+def test_a_rewrite_candidate_stating_other_values_is_refused_before_anything_is_embedded(fake, tmp_path, monkeypatch) -> None:
     pytest.importorskip("torch")
     model = write_cross_encoder(tmp_path / "pass-all.pt", bias=9.0)
     b0 = batch_of([STORY, UNRELATED, OTHER_REPORT], "a")
 
     def run(min_new: int):
-        cfg = config(semantic_sketch_confirm="cross", semantic_aligned_head_min=0.0, semantic_cross_encoder_en=str(model),
-                     semantic_cross_threshold_en=1.0, semantic_sketch_facts_min_new=min_new, semantic_cross_min_cos=-1.0)
+        monkeypatch.setattr(semantic, "SKETCH_FACTS_MIN_NEW", min_new)
+        cfg = config(semantic_cross_encoder_en=str(model), semantic_cross_threshold_en=1.0, semantic_cross_min_cos=-1.0)
         return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
 
     fake.calls.clear()
@@ -580,15 +507,30 @@ def templated_site_batch(bodies: list[str]) -> pa.Table:
     }), DedupConfig())
 
 
-def test_the_length_floor_reads_the_story_not_the_site_template_around_it() -> None:
+def test_the_story_length_reads_the_story_not_the_site_template_around_it() -> None:
     # A headline under a site's menu and footer: the near-duplicate view gives a page that is mostly
     # template its template back (70+ characters), the story itself is 30.
     batch = templated_site_batch([STORY, REWRITE, UNRELATED, OTHER, "Northwind shares fall 14 percent"])
-    cfg = config(semantic_sketch_min_chars=60)
-    view, story = text_lengths(batch), SemanticLayer(cfg)._story_lengths(batch, LayerContext(B0, cfg, MemoryRegistry()))
+    cfg = config()
+    view = text_lengths(batch)
+    story = SemanticLayer(cfg)._story_lengths_of(batch, LayerContext(B0, cfg, MemoryRegistry()), np.arange(5))
     assert view[4] >= 60 > story[4] == len("northwind shares fall 14 percent")
     assert (story[:4] == view[:4]).all() and (story[:4] >= 150).all()  # where the view lost its template, the two agree
 
+
+def test_a_short_rewrite_candidate_stating_one_other_value_is_refused(fake) -> None:
+    # Two flashes of one template: the same words, one other figure. A long story may add a value (a
+    # rewrite adds a date); a flash is all facts.
+    # (The planted crawl's pair: the frame rule sees no figure changed in place, the aligned score is 0.96.)
+    first = "Robot vacuum (black) now $231.46. Ships from Chicago in 7 days."
+    other = "Robot vacuum (white) now $923.05. Ships from Raleigh in 7 days."
+    same = "Robot vacuum in black, now $231.46. It ships from Chicago in 7 days."
+    assert len(first) < semantic.SHORT_STORY_CHARS
+    cfg = config(semantic_sketch_threshold_en=0.0)
+    out = SemanticLayer(cfg).run(batch_of([first, other], "s"), LayerContext(B0, cfg, MemoryRegistry()))
+    assert out.drops.num_rows == 0 and out.stats.extra["vetoed_values"] == 1
+    kept = SemanticLayer(cfg).run(batch_of([first, same], "t"), LayerContext(B0, cfg, MemoryRegistry()))
+    assert [(r["doc_id"], r["matched_doc_id"]) for r in kept.drops.to_pylist()] == [("t1", "t0")]
 
 def test_the_decision_of_a_row_left_unread_by_the_budget_says_so(fake) -> None:
     b0 = batch_of([STORY, UNRELATED, REWRITE, REWRITE_2], "a")

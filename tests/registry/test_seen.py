@@ -46,8 +46,9 @@ def demo(tmp_path_factory, pg_dsn):
 
 
 def _expected(root: Path) -> dict[str, tuple[str, str]]:
-    """canonical URL -> (batch_id, doc_id) of its first kept (= registered) document, from the published files."""
-    from dedup_tasks.normalize.url import InvalidURL, canonical_url
+    """page (canonical URL, https written as http: what L1 keys) -> (batch_id, doc_id) of its first kept
+    (= registered) document, from the published files."""
+    from dedup_tasks.normalize.url import InvalidURL, canonical_url, page_identity
 
     decisions = ds.dataset(str(root / "decisions"), format="parquet", partitioning="hive").to_table(
         columns=["batch_id", "doc_id", "action"]).to_pandas()
@@ -58,7 +59,7 @@ def _expected(root: Path) -> dict[str, tuple[str, str]]:
     out: dict[str, tuple[str, str]] = {}
     for row in kept.sort_values(["batch_id"], kind="stable").itertuples():
         with contextlib.suppress(InvalidURL):
-            out.setdefault(canonical_url(row.url), (row.batch_id, row.doc_id))
+            out.setdefault(page_identity(canonical_url(row.url)), (row.batch_id, row.doc_id))
     return out
 
 
@@ -88,7 +89,7 @@ def _queries(root: Path, registered: dict[str, tuple[str, str]]) -> list[str]:
 
 
 def _check(answers: list[dict], urls: list[str], registered: dict[str, tuple[str, str]]) -> dict[str, int]:
-    from dedup_tasks.normalize.url import InvalidURL, canonical_url
+    from dedup_tasks.normalize.url import InvalidURL, canonical_url, page_identity
 
     assert [a["url"] for a in answers] == urls
     counts = {"seen": 0, "unseen": 0, "unparsable": 0}
@@ -100,8 +101,9 @@ def _check(answers: list[dict], urls: list[str], registered: dict[str, tuple[str
             counts["unparsable"] += 1
             continue
         assert a["canonical_url"] == canon, a
-        if canon in registered:
-            assert a["seen"] is True and (a["batch_id"], a["doc_id"]) == registered[canon] and a["reason"] is None, a
+        page = page_identity(canon)
+        if page in registered:
+            assert a["seen"] is True and (a["batch_id"], a["doc_id"]) == registered[page] and a["reason"] is None, a
             counts["seen"] += 1
         else:
             assert a["seen"] is False and a["batch_id"] is None and a["doc_id"] is None, a
