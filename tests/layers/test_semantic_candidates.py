@@ -507,7 +507,7 @@ def templated_site_batch(bodies: list[str]) -> pa.Table:
     }), DedupConfig())
 
 
-def test_the_story_length_reads_the_story_not_the_site_template_around_it() -> None:
+def test_the_story_length_reads_the_story_not_the_site_template_around_it(fake) -> None:
     # A headline under a site's menu and footer: the near-duplicate view gives a page that is mostly
     # template its template back (70+ characters), the story itself is 30.
     batch = templated_site_batch([STORY, REWRITE, UNRELATED, OTHER, "Northwind shares fall 14 percent"])
