@@ -375,6 +375,11 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "minhash_bands": (1, None),
     "minhash_rows": (1, None),
     "minhash_threshold": (0.0, 1.0),
+    # A coverage above 1 turns its rule off (the audit's one-rule recomputation does that); below 0 it
+    # would accept every pair.
+    "minhash_min_coverage": (0.0, None),
+    "minhash_passage_min_coverage": (0.0, None),
+    "minhash_registry_min_coverage": (0.0, None),
     "minhash_facts_min_new": (0, None),
     "minhash_facts_min_share": (0.0, 1.0),
     "minhash_facts_max_jaccard": (0.0, 1.0),

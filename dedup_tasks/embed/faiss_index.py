@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dedup_tasks.io import OutputError
 from dedup_tasks.registry.embeddings import EmbeddingStore
 
 HNSW_M = 32
@@ -107,9 +108,12 @@ class PersistentIndex:
         tmp_index = self.path.with_name(f".{self.path.name}.tmp-{tag}")
         tmp_ids = self.sidecar.with_name(f".{self.sidecar.name}.tmp-{tag}.npz")
         try:
-            _faiss().write_index(self.index, str(tmp_index))
-            extra = {} if self.generation is None else {"generation": np.array(self.generation)}
-            np.savez(tmp_ids, doc_id=self.doc_id.astype(str), batch_id=self.batch_id.astype(str), **extra)
+            try:
+                _faiss().write_index(self.index, str(tmp_index))
+                extra = {} if self.generation is None else {"generation": np.array(self.generation)}
+                np.savez(tmp_ids, doc_id=self.doc_id.astype(str), batch_id=self.batch_id.astype(str), **extra)
+            except (OSError, RuntimeError) as exc:  # FAISS reports a failed write (a full disk) as RuntimeError
+                raise OutputError(getattr(exc, "errno", None) or 0, f"{self.path}: cannot write ({exc})") from exc
             with _locked(self.lock, exclusive=True):
                 os.replace(tmp_index, self.path)
                 os.replace(tmp_ids, self.sidecar)

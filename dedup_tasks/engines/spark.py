@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 import dedup_tasks
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.contract import ContractError, check_rows, conform_schema, repair_text
-from dedup_tasks.fingerprint.candidates import facts_veto, verify_pairs
+from dedup_tasks.fingerprint.candidates import SHORT, facts_veto, verify_pairs
 from dedup_tasks.fingerprint.minhash import (
     EN_CHAR_SHINGLES,
     EN_SHINGLE_WORDS,
@@ -341,8 +341,8 @@ def _band_pass(config: DedupConfig) -> Callable[[Iterator[pa.RecordBatch]], Iter
 def _verify_pass(config: DedupConfig) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``verify_pairs`` (L3's verifier, the passage rule included, with the newer row's passage run
     length from its language and length, ``near.passage_runs``) on both documents' shingle sets.
-    Per-row strictness (URL updates, short texts) depends on L1's outcome, so it is applied on the
-    driver; the loose verdict and the scores here are what the verifier reads either way."""
+    A short text (by its length, known here) is held to the short rules here; a URL update's plain
+    Jaccard depends on L1's outcome, so it is applied on the driver from the scores here."""
     verifier = verifier_of(config)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -363,12 +363,12 @@ def _verify_pass(config: DedupConfig) -> Callable[[Iterator[pa.RecordBatch]], It
                 b, b_off = _uint32_rows(rb.column("sets_e").take(take))
                 hashes = np.concatenate([a, b])
                 offsets = np.concatenate([a_off, b_off[1:] + a_off[-1]])
-                runs = passage_runs(
-                    rb.column("lang_n").take(take).to_numpy(zero_copy_only=False), rb.column("len_n").take(take).to_numpy(), config
-                )
+                length = rb.column("len_n").take(take).to_numpy()
+                runs = passage_runs(rb.column("lang_n").take(take).to_numpy(zero_copy_only=False), length, config)
+                # A short text's rules read the shingle sets (what differs), so they are applied here.
+                strict = np.where(length < config.simhash_min_chars, SHORT, np.nan)
                 got = verify_pairs(
-                    hashes, offsets, np.arange(len(rows)), np.arange(len(rows)) + len(rows), verifier, np.full(len(rows), np.nan),
-                    runs=runs,
+                    hashes, offsets, np.arange(len(rows)), np.arange(len(rows)) + len(rows), verifier, strict, runs=runs
                 )
                 ok[rows] = got[0]
                 for out, values in zip(scores, got[1:], strict=True):
@@ -586,7 +586,7 @@ def _float(column: pa.ChunkedArray) -> np.ndarray:
 def _strict_verdict(verifier, ok_loose: np.ndarray, jac: np.ndarray, newer: np.ndarray, earlier: np.ndarray, strict: np.ndarray) -> np.ndarray:
     """The verifier's verdict for rows held to a plain Jaccard (``strict_rows``); the executors'
     (strict NaN, the passage rule included) for the others, as ``verify_pairs`` with ``strict``."""
-    # SHORT rows (negative) take the executors' verdict: the loose rule with the usual facts check.
+    # SHORT rows (negative) take the executors' verdict, which held them to the short rules.
     return np.where(~(strict >= 0), ok_loose, np.asarray(verifier.accepts(jac, newer, earlier, strict), bool))
 
 

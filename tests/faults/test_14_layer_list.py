@@ -66,7 +66,7 @@ def test_a_layer_subset_in_cascade_order_is_accepted():
 
 
 def test_other_fields_are_checked_in_the_same_place():
-    for changes, needle in (({"minhash_min_coverage": 1.5}, "minhash_min_coverage"), ({"embedder": "gpt"}, "embedder"),
+    for changes, needle in (({"minhash_min_coverage": -0.5}, "minhash_min_coverage"), ({"embedder": "gpt"}, "embedder"),
                             ({"embed_device": "tpu"}, "embed_device"), ({"minhash_registry_threshold": -0.1}, "registry_threshold")):
         with pytest.raises(ConfigError, match=needle):
             DedupConfig().replace(**changes)

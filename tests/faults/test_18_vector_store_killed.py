@@ -140,4 +140,4 @@ def test_an_index_save_killed_leaves_an_index_that_agrees_with_its_sidecar(tmp_p
     from dedup_tasks.embed.faiss_index import PersistentIndex
 
     index = PersistentIndex.open(tmp_path, "m", 64)  # raises if the index and its sidecar disagree
-    assert index.index.ntotal in (500, 200_000) and len(index.doc_id) == index.index.ntotal
+    assert index.index.ntotal in (500, 200_500) and len(index.doc_id) == index.index.ntotal  # before or after the save
