@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -149,10 +150,12 @@ def spark_session(master: str | None = None, app_name: str = "crawl-dedup", conf
     time, Arrow batches and no UI. Python workers import this checkout of dedup_tasks."""
     from pyspark.sql import SparkSession
 
+    master = master or os.environ.get("SPARK_MASTER", "local[*]")
+    _choose_worker_python(master, conf or {})
     here = str(Path(dedup_tasks.__file__).resolve().parent.parent)
     path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
     builder = (
-        SparkSession.builder.master(master or os.environ.get("SPARK_MASTER", "local[*]"))
+        SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
@@ -168,6 +171,20 @@ def spark_session(master: str | None = None, app_name: str = "crawl-dedup", conf
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _choose_worker_python(master: str, conf: dict[str, str]) -> None:
+    """The interpreter Spark's Python workers run: the user's ``spark.pyspark.python`` or
+    ``PYSPARK_PYTHON`` if set, else in local mode this interpreter. PySpark reads only the
+    environment variable in a driver started from Python, and without either it runs ``python3``
+    from PATH, which under an Airflow worker, cron or a Makefile naming the venv's interpreter is
+    another Python with none of the requirements. On a cluster the executors' interpreter is
+    the cluster's to choose (docs/spark.md), so it is left alone there."""
+    chosen = conf.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
+    if chosen is None and master.startswith("local"):
+        chosen = sys.executable
+    if chosen:
+        os.environ["PYSPARK_PYTHON"] = chosen
 
 
 # ---- executors ----------------------------------------------------------------------------------

@@ -121,3 +121,30 @@ def test_duplicate_doc_id_fails_the_batch_naming_it(spark, tmp_path):
     with pytest.raises(ContractError, match="doc_id"):
         run_batches(spark, [BatchPaths(tmp_path, HOURS[0])], config, MemoryRegistry())
     assert not BatchPaths(tmp_path, HOURS[0]).decisions.exists()
+
+
+def test_spark_workers_run_the_drivers_interpreter_whatever_python3_is_on_path(tmp_path):
+    """As under an Airflow worker, cron or a Makefile naming the venv's interpreter: the venv is not
+    activated and the ``python3`` on PATH has none of the requirements."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import make_batch, write_partition
+
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python3").write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'pyarrow'\" >&2\nexit 1\n")
+    (bare / "python3").chmod(0o755)
+    stories = ("the council approved the new budget for the river bridge after a long debate on monday " * 3,
+               "heavy snow closed the mountain pass and stranded trucks along the northern highway overnight " * 3)
+    rows = [{"doc_id": f"d{i}", "url": f"https://x.org/{i}", "title": "news", "content": stories[i % 2]} for i in range(6)]
+    write_partition(tmp_path, HOURS[0], make_batch(rows))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
+    env["PATH"] = os.pathsep.join([str(bare), *(p for p in env.get("PATH", "").split(os.pathsep) if p != str(Path(sys.executable).parent))])
+    args = ["run", "--root", str(tmp_path), "--batch", HOURS[0], "--no-registry", "--layers", LAYERS, "--engine", "spark", "--no-progress"]
+    done = subprocess.run([sys.executable, "-m", "dedup_tasks", *args], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    decisions = pq.read_table(BatchPaths(tmp_path, HOURS[0]).decisions).to_pylist()
+    # Two texts, three rows each: the executors' Python workers fingerprinted and verified them.
+    assert sorted(r["action"] for r in decisions) == ["drop"] * 4 + ["keep"] * 2
