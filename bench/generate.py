@@ -1465,18 +1465,24 @@ class _Generator:
                 self.ids.discard(doc.doc_id)
                 self.shingle_cache.pop(doc.doc_id, None)
                 continue
-            doc.cluster_id = doc.doc_id
-            doc.true_jaccard = round(jaccard(self._char_shingles(src), char_shingles(title, content)), 6)
-            doc.true_jaccard_words = round(j, 6)
             if rng.random() < 0.5:
                 doc.url, ops = noisy_url(src.url, rng)
                 doc.edits = ("rewrite", *ops)
             else:
                 doc.edits = ("rewrite",)
-            src.updated = True
-            self._register(doc)
-            return doc
+            return self._keep_update(doc, src, words_jaccard=j)
         return None
+
+    def _keep_update(self, doc: _Doc, src: _Doc, words_jaccard: float | None = None) -> _Doc:
+        """Register ``doc``, a kept update of page ``src``: its own cluster, its true Jaccards to ``src``."""
+        doc.cluster_id = doc.doc_id
+        doc.true_jaccard = round(jaccard(self._char_shingles(src), char_shingles(doc.title, doc.content)), 6)
+        if words_jaccard is None:
+            words_jaccard = jaccard(self._shingles(src), self._shingles(doc))
+        doc.true_jaccard_words = round(words_jaccard, 6)
+        src.updated = True
+        self._register(doc)
+        return doc
 
     def _short_leadin(self, hour: int, hour_start: datetime, base_us: int) -> int:
         """A short page: its site's lead-in, then its own headline (kept: two items of one site are
@@ -1559,12 +1565,7 @@ class _Generator:
             lang=src.lang, title=src.title, content=content, kind="url_append", source_doc_id=src.doc_id, key=key,
             article_id=fresh.id, edits=(edit, *ops),
         )  # fmt: skip
-        doc.cluster_id = doc.doc_id
-        doc.true_jaccard = round(jaccard(self._char_shingles(src), char_shingles(doc.title, content)), 6)
-        doc.true_jaccard_words = round(jaccard(self._shingles(src), self._shingles(doc)), 6)
-        src.updated = True
-        self._register(doc)
-        return doc
+        return self._keep_update(doc, src)
 
     # -- one hour ----------------------------------------------------------------------------
 

@@ -396,17 +396,6 @@ def _short_noise_only(hashes, offsets, table, d, c):
 
 
 @njit(cache=True)
-def _pair_short_noise_only(hashes, offsets, newer, earlier):
-    """``_short_noise_only`` of each (newer[i], earlier[i])."""
-    table = _pair_table(offsets)
-    out = np.zeros(len(newer), np.bool_)
-    for i in range(len(newer)):
-        _overlap(hashes, offsets, table, newer[i], earlier[i])
-        out[i] = _short_noise_only(hashes, offsets, table, newer[i], earlier[i])
-    return out
-
-
-@njit(cache=True)
 def _refused_by_bounds(hashes, offsets, table, d, c, c_new, strict_d, run_d):
     """Whether the pair (newer d, earlier c) that ``_overlap`` last put in ``table`` and the rules
     accepted is still no copy: a short text whose differences are not noise, or a newer text that adds
@@ -477,28 +466,18 @@ def verify_pairs(
         ~ok & ~(strict >= 0)
         & (((jac >= rule[1]) & (np.minimum(covers_newer, covers_earlier) >= rule[4])) | ((jac >= rule[11]) & (covers_earlier >= rule[12])))
     )  # fmt: skip
+    added = int(rule[6]) if runs is None else runs
     if len(maybe):
-        added = np.broadcast_to(np.asarray(int(rule[6]) if runs is None else np.asarray(runs, np.int64)[maybe], np.int64), maybe.shape)
-        ok[maybe] = _pair_by_passages(
-            np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(newer, np.int64)[maybe],
-            np.asarray(earlier, np.int64)[maybe], rule, np.ascontiguousarray(added),
-        )  # fmt: skip
+        ok[maybe] = _check_pairs(BY_PASSAGES, hashes, offsets, newer, earlier, maybe, rule, added, covers_newer, strict)
     short = np.flatnonzero(~ok & (strict == SHORT) & (jac >= rule[1]))
     if len(short):
-        ok[short] = _pair_short_noise_only(
-            np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(newer, np.int64)[short],
-            np.asarray(earlier, np.int64)[short],
-        )  # fmt: skip
+        ok[short] = _check_pairs(SHORT_NOISE_ONLY, hashes, offsets, newer, earlier, short, rule, added, covers_newer, strict)
     if numbers is not None:
         ok = facts_veto(verifier, numbers, newer, earlier, jac, ok, strict)
     bounded = np.flatnonzero(ok & ~(strict >= 0))
     if len(bounded):
-        run = np.broadcast_to(np.asarray(LONG_RUN if runs is None else np.asarray(runs, np.int64)[bounded], np.int64), bounded.shape)
-        ok[bounded] = ~_pair_refused_by_bounds(
-            np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(newer, np.int64)[bounded],
-            np.asarray(earlier, np.int64)[bounded], np.asarray(covers_newer, np.float64)[bounded], strict[bounded],
-            np.ascontiguousarray(run),
-        )  # fmt: skip
+        run = LONG_RUN if runs is None else runs
+        ok[bounded] = ~_check_pairs(REFUSED_BY_BOUNDS, hashes, offsets, newer, earlier, bounded, rule, run, covers_newer, strict)
     return ok, jac, covers_newer, covers_earlier
 
 
@@ -568,26 +547,37 @@ def _pair_shared_in_passages(hashes, offsets, a, b, long_run, typo_run):
     return out
 
 
-@njit(cache=True)
-def _pair_refused_by_bounds(hashes, offsets, newer, earlier, covers_newer, strict, runs):
-    """``_refused_by_bounds`` of each (newer[i], earlier[i])."""
-    table = _pair_table(offsets)
-    out = np.zeros(len(newer), np.bool_)
-    for i in range(len(newer)):
-        _overlap(hashes, offsets, table, newer[i], earlier[i])
-        out[i] = _refused_by_bounds(hashes, offsets, table, newer[i], earlier[i], covers_newer[i], strict[i], runs[i])
-    return out
+BY_PASSAGES, SHORT_NOISE_ONLY, REFUSED_BY_BOUNDS = 0, 1, 2  # what ``_pair_check`` asks of each pair
 
 
 @njit(cache=True)
-def _pair_by_passages(hashes, offsets, newer, earlier, rule, added_run):
-    """``_by_passages`` of each (newer[i], earlier[i]): the in-batch stream's passage verdict."""
+def _pair_check(hashes, offsets, newer, earlier, check, rule, added_run, covers_newer, strict):
+    """One of the stream's per-pair checks on each (newer[i], earlier[i]), the pair's overlap put in
+    the table first: ``_by_passages`` (the passage verdict), ``_short_noise_only`` or
+    ``_refused_by_bounds`` (per pair: ``added_run``, ``covers_newer``, ``strict``)."""
     table = _pair_table(offsets)
     out = np.zeros(len(newer), np.bool_)
     for i in range(len(newer)):
-        _overlap(hashes, offsets, table, newer[i], earlier[i])
-        out[i] = _by_passages(hashes, offsets, table, newer[i], earlier[i], rule, added_run[i])
+        d, c = newer[i], earlier[i]
+        _overlap(hashes, offsets, table, d, c)
+        if check == BY_PASSAGES:
+            out[i] = _by_passages(hashes, offsets, table, d, c, rule, added_run[i])
+        elif check == SHORT_NOISE_ONLY:
+            out[i] = _short_noise_only(hashes, offsets, table, d, c)
+        else:
+            out[i] = _refused_by_bounds(hashes, offsets, table, d, c, covers_newer[i], strict[i], added_run[i])
     return out
+
+
+def _check_pairs(check: int, hashes, offsets, newer, earlier, rows, rule, added_run, covers_newer, strict) -> np.ndarray:
+    """``_pair_check`` on the pairs ``rows`` of (newer, earlier); the per-pair arrays are taken at ``rows``."""
+    def at(values, dtype):
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(values, dtype), np.shape(newer))[rows])
+
+    return _pair_check(
+        np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), at(newer, np.int64), at(earlier, np.int64), check,
+        rule, at(added_run, np.int64), at(covers_newer, np.float64), at(strict, np.float64),
+    )  # fmt: skip
 
 
 def pair_overlap(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

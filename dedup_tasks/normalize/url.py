@@ -55,7 +55,7 @@ import encodings.idna
 import ipaddress
 import re
 import stringprep
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from string import hexdigits
 from urllib.parse import quote, quote_plus, unquote_to_bytes
@@ -65,7 +65,7 @@ import xxhash
 
 from dedup_tasks.config import DEFAULT_TRACKING_PARAMS
 
-__all__ = ["InvalidURL", "UrlKeys", "canonical_url", "page_identity", "url_keys"]
+__all__ = ["InvalidURL", "UrlKeys", "canonical_url", "canonicalize_each", "page_identity", "url_key", "url_keys"]
 
 
 class InvalidURL(ValueError):
@@ -492,6 +492,28 @@ def _is_missing(value: object) -> bool:
         return True  # pandas.NA and friends refuse bool()
 
 
+def url_key(canonical: str) -> int:
+    """L1's key of a canonical URL: xxh64 of its page identity (one page over either scheme)."""
+    return xxhash.xxh64_intdigest(page_identity(canonical).encode("utf-8"))
+
+
+def canonicalize_each(
+    urls: Iterable[object], tracking_params: Iterable[str] = DEFAULT_TRACKING_PARAMS
+) -> Iterator[tuple[str | None, str | None, str | None]]:
+    """Per URL (canonical URL, host, reason): a bad URL never raises, it gets no canonical form and the
+    reason L1 records for it."""
+    is_tracking = _matcher_for(tracking_params)
+    for url in urls:
+        try:
+            canonical, host = _canonicalize(url, is_tracking)
+        except InvalidURL as exc:
+            yield None, None, exc.reason
+        except Exception as exc:  # noqa: BLE001 - a batch must survive any single URL, even a bug here
+            yield None, None, f"unparsable url: {type(exc).__name__}"
+        else:
+            yield canonical, host, None
+
+
 def url_keys(urls: Sequence[str | None], tracking_params: Iterable[str] = DEFAULT_TRACKING_PARAMS) -> UrlKeys:
     """Canonicalize a batch and hash it; a bad URL never raises, its row gets a reason instead.
 
@@ -499,22 +521,13 @@ def url_keys(urls: Sequence[str | None], tracking_params: Iterable[str] = DEFAUL
     """
     if hasattr(urls, "to_pylist"):
         urls = urls.to_pylist()
-    is_tracking = _matcher_for(tracking_params)
     n = len(urls)
     key = np.zeros(n, dtype=np.uint64)
     valid = np.zeros(n, dtype=bool)
     host = np.full(n, None, dtype=object)
     reason = np.full(n, None, dtype=object)
-    hash64 = xxhash.xxh64_intdigest
-    for i, url in enumerate(urls):
-        try:
-            canonical, host[i] = _canonicalize(url, is_tracking)
-        except InvalidURL as exc:
-            reason[i] = exc.reason
-            continue
-        except Exception as exc:  # a batch must survive any single URL, even a bug here
-            reason[i] = f"unparsable url: {type(exc).__name__}"
-            continue
-        key[i] = hash64(page_identity(canonical).encode("utf-8"))
-        valid[i] = True
+    for i, (canonical, host[i], reason[i]) in enumerate(canonicalize_each(urls, tracking_params)):
+        if canonical is not None:
+            key[i] = url_key(canonical)
+            valid[i] = True
     return UrlKeys(key=key, valid=valid, host=host, reason=reason)

@@ -28,9 +28,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
-import xxhash
 
-from dedup_tasks.normalize.url import InvalidURL, _canonicalize, _matcher_for, page_identity
+from dedup_tasks.normalize.url import canonicalize_each, url_key
 from dedup_tasks.registry import bloom as bloom_mod
 
 CHUNK_URLS = 4096  # URLs per registry query: one round trip amortized over a few thousand lookups
@@ -53,25 +52,14 @@ class CanonicalChunk:
 
 def canonicalize(urls: list[str], tracking_params: Iterable[str]) -> CanonicalChunk:
     """Canonical URL and URL key of each URL, the way the pipeline's L1 computes them (``url_keys``)."""
-    is_tracking = _matcher_for(tracking_params)
     n = len(urls)
     canonical: list[str | None] = [None] * n
     reasons: list[str | None] = [None] * n
     keys = np.zeros(n, np.uint64)
     valid = np.zeros(n, bool)
-    hash64 = xxhash.xxh64_intdigest
-    for i, url in enumerate(urls):
-        try:
-            text, _ = _canonicalize(url, is_tracking)
-        except InvalidURL as exc:
-            reasons[i] = exc.reason  # the reason L1 records for the same URL
-            continue
-        except Exception as exc:  # noqa: BLE001 - one bad URL must not end the stream (as in url_keys)
-            reasons[i] = f"unparsable url: {type(exc).__name__}"
-            continue
-        canonical[i] = text
-        keys[i] = hash64(page_identity(text).encode("utf-8"))  # L1's key: the page over either scheme
-        valid[i] = True
+    for i, (text, _, reasons[i]) in enumerate(canonicalize_each(urls, tracking_params)):
+        if text is not None:
+            canonical[i], keys[i], valid[i] = text, url_key(text), True
     return CanonicalChunk(urls, canonical, keys, valid, reasons)
 
 

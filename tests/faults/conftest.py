@@ -29,11 +29,15 @@ def docs(prefix: str, seeds: list[int], host: str = "a.example") -> list[dict]:
     ]
 
 
-def cli(*args: str, env: dict | None = None, check: bool = False) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "dedup_tasks", *args],
-        capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, check=check,
+def cli(*args: str, env: dict | None = None, check: bool = False, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    """``python -m dedup_tasks *args`` in a child process; ``stdin`` goes in as bytes (a malformed
+    stream included), stdout and stderr come back as text (undecodable bytes replaced)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "dedup_tasks", *args], input=stdin,
+        capture_output=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, check=check, timeout=600,
     )  # fmt: skip
+    result.stdout, result.stderr = (stream.decode(errors="replace") for stream in (result.stdout, result.stderr))
+    return result
 
 
 def read_dir(path) -> pa.Table:

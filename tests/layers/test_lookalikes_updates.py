@@ -35,42 +35,39 @@ def _two_articles(en_articles) -> tuple[dict, dict]:
     return first, second
 
 
+def _refetch(first: dict, content: str, old_url: str, new_url: str) -> dict:
+    """The decision on a page with ``first``'s title and ``content`` at ``new_url``, fetched after
+    ``first`` at ``old_url``."""
+    return decisions([
+        {"doc_id": "old", "url": old_url, "title": first["title"], "content": first["text"]},
+        {"doc_id": "new", "url": new_url, "title": first["title"], "content": content},
+    ])["new"]  # fmt: skip
+
+
 def test_an_appended_update_under_https_is_kept(en_articles) -> None:
     first, second = _two_articles(en_articles)
-    d = decisions([
-        {"doc_id": "old", "url": "http://news.site.com:80/c/x/", "title": first["title"], "content": first["text"]},
-        {"doc_id": "new", "url": "https://news.site.com/c/x", "title": first["title"], "content": first["text"] + "\n" + second["text"]},
-    ])  # fmt: skip
-    assert d["new"]["action"] == "keep"
-    assert "update" in d["new"]["reason"]  # one page over either scheme: L1 sees the update
+    new = _refetch(first, first["text"] + "\n" + second["text"], "http://news.site.com:80/c/x/", "https://news.site.com/c/x")
+    assert new["action"] == "keep"
+    assert "update" in new["reason"]  # one page over either scheme: L1 sees the update
 
 
 def test_an_unchanged_refetch_under_https_is_dropped_by_l1(en_articles) -> None:
     first = long_article(en_articles, 200)
-    d = decisions([
-        {"doc_id": "old", "url": "http://news.site.com:80/c/x/", "title": first["title"], "content": first["text"]},
-        {"doc_id": "new", "url": "https://NEWS.site.com/c/x#top", "title": first["title"], "content": first["text"]},
-    ])  # fmt: skip
-    assert d["new"]["action"] == "drop" and d["new"]["layer"] == "url"
+    new = _refetch(first, first["text"], "http://news.site.com:80/c/x/", "https://NEWS.site.com/c/x#top")
+    assert new["action"] == "drop" and new["layer"] == "url"
 
 
 def test_an_appended_article_under_another_url_is_kept(en_articles) -> None:
     first, second = _two_articles(en_articles)
-    d = decisions([
-        {"doc_id": "old", "url": "https://a.com/story", "title": first["title"], "content": first["text"]},
-        {"doc_id": "new", "url": "https://b.com/other", "title": first["title"], "content": first["text"] + "\n" + second["text"]},
-    ])  # fmt: skip
-    assert d["new"]["action"] == "keep", d["new"]["reason"]
+    new = _refetch(first, first["text"] + "\n" + second["text"], "https://a.com/story", "https://b.com/other")
+    assert new["action"] == "keep", new["reason"]
 
 
 def test_a_two_sentence_insertion_is_dropped(en_articles) -> None:
-    first, second = _two_articles(en_articles)
+    first = long_article(en_articles, 200)
     sentences = [s for a in en_articles for s in a["text"].replace("\n", " ").split(". ") if 80 < len(s) < 200][:2]
     paragraphs = first["text"].split("\n")
     middle = max(1, len(paragraphs) // 2)
     inserted = "\n".join(paragraphs[:middle] + [". ".join(sentences) + "."] + paragraphs[middle:])
-    d = decisions([
-        {"doc_id": "old", "url": "https://a.com/story", "title": first["title"], "content": first["text"]},
-        {"doc_id": "new", "url": "https://b.com/copy", "title": first["title"], "content": inserted},
-    ])  # fmt: skip
-    assert d["new"]["action"] == "drop" and d["new"]["matched_doc_id"] == "old", d["new"]["reason"]
+    new = _refetch(first, inserted, "https://a.com/story", "https://b.com/copy")
+    assert new["action"] == "drop" and new["matched_doc_id"] == "old", new["reason"]

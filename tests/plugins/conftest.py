@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import socket
 import sys
+import threading
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +22,46 @@ sys.path.insert(0, str(REPO / "plugins"))
 # One signing key for the session, so tokens minted here validate in the app (also in uvicorn's thread).
 os.environ.setdefault("AIRFLOW__API_AUTH__JWT_SECRET", uuid.uuid4().hex * 2)
 WEEK = "2026-W49"
+# The browser tests drive Debian's chromium; playwright's bundled browsers are never downloaded.
+CHROMIUM = os.environ.get("DEDUP_CHROMIUM", "/usr/bin/chromium")
+LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--no-first-run"]
+SCREENSHOT_DIR = os.environ.get("DEDUP_SCREENSHOT_DIR", "/tmp")
+
+
+def playwright_or_skip():
+    """playwright's sync API; the calling test module is skipped without it or without chromium."""
+    api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+    if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
+        pytest.skip(f"chromium not found at {CHROMIUM} (apt-get install -y chromium)", allow_module_level=True)
+    return api
+
+
+@contextlib.contextmanager
+def served(app) -> Iterator[str]:
+    """``app`` mounted under its url_prefix on a parent app, as Airflow's api-server mounts plugin
+    apps, served by uvicorn on a free port in a thread; yields the app's base URL."""
+    import uvicorn
+    from fastapi import FastAPI
+
+    parent = FastAPI()
+    parent.mount("/dedup-audit", app)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(parent, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 10
+    while not srv.started:
+        if time.time() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}/dedup-audit"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="session")

@@ -7,50 +7,18 @@ browsers are never downloaded: the test launches the system chromium).
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import threading
-import time
-
 import psycopg2
 import pytest
 
-from tests.plugins.conftest import WEEK
+from tests.plugins.conftest import CHROMIUM, LAUNCH_ARGS, SCREENSHOT_DIR, WEEK, playwright_or_skip, served
 
-CHROMIUM = os.environ.get("DEDUP_CHROMIUM", "/usr/bin/chromium")
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--no-first-run"]
-SCREENSHOT_DIR = os.environ.get("DEDUP_SCREENSHOT_DIR", "/tmp")
-
-playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
-    pytest.skip(f"chromium not found at {CHROMIUM} (apt-get install -y chromium)", allow_module_level=True)
+playwright_api = playwright_or_skip()
 
 
 @pytest.fixture
 def server(plugin_app):
-    import uvicorn
-    from fastapi import FastAPI
-
-    # Mounted under its url_prefix on a parent app, as Airflow's api-server mounts plugin apps.
-    parent = FastAPI()
-    parent.mount("/dedup-audit", plugin_app)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    config = uvicorn.Config(parent, host="127.0.0.1", port=port, log_level="warning")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 10
-    while not srv.started:
-        if time.time() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/dedup-audit"
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with served(plugin_app) as url:
+        yield url
 
 
 def test_label_a_pair_by_clicking(server, mint, audited_root, pg_dsn):

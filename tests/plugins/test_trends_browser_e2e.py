@@ -4,15 +4,14 @@ computed from the week's labels in PostgreSQL, with its command."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 import uuid
 
 import numpy as np
 import pytest
 
-from tests.plugins.test_browser_e2e import CHROMIUM, LAUNCH_ARGS, SCREENSHOT_DIR, playwright_api
+from tests.plugins.conftest import CHROMIUM, LAUNCH_ARGS, SCREENSHOT_DIR, playwright_or_skip, served
+
+playwright_api = playwright_or_skip()
 
 WEEK, EARLIER = "2026-W49", "2026-W48"
 
@@ -46,25 +45,8 @@ def two_week_app(tmp_path, pg_dsn):
 
 @pytest.fixture
 def server(two_week_app):
-    import uvicorn
-    from fastapi import FastAPI
-
-    parent = FastAPI()
-    parent.mount("/dedup-audit", two_week_app)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(parent, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 10
-    while not srv.started:
-        if time.time() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/dedup-audit"
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with served(two_week_app) as url:
+        yield url
 
 
 def test_audit_page_shows_trend_charts_and_the_recommendation(server, mint):
