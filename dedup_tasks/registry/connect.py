@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
+from dedup_tasks.contract import NEAR_MISS_HAMMING_MAX
+
 log = logging.getLogger(__name__)
 
 AIRFLOW_CONN_ID = "dedup_db"
@@ -155,9 +157,7 @@ def open_registry(config: Any, **registry_kwargs: Any) -> Iterator[Any]:
         "conflict_max_hamming": getattr(config, "simhash_max_distance", 3),
         "conflict_min_jaccard": getattr(config, "minhash_registry_threshold", 0.8),
         # The SimHash layer needs candidates up to the suspect range (L4); further ones are never used.
-        "simhash_max_distance": max(
-            getattr(config, "suspect_hamming_max", 12), getattr(config, "simhash_max_distance", 3)
-        ),
+        "simhash_max_distance": max(NEAR_MISS_HAMMING_MAX, getattr(config, "simhash_max_distance", 3)),
         "auto_migrate": True,
         "band_key_space": band_key_space(getattr(config, "minhash_registry_stoplist", "")),
     }

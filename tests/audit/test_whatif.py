@@ -48,7 +48,7 @@ def test_a_cosine_threshold_does_not_replay_a_cross_encoder_drop():
     assert not any("cross-encoder" in n for n in replay(decisions, {"minhash": 0.9}).notes)
 
 
-def test_replay_matches_full_recomputation(week_root, week_decisions, tmp_path):
+def test_replay_matches_full_recomputation(week_root, week_decisions, tmp_path, monkeypatch):
     """Recompute the week with the new thresholds (run_batch on the same crawl) and compare.
 
     The replay decides each row from its own stored score; it cannot know about documents that the
@@ -66,7 +66,8 @@ def test_replay_matches_full_recomputation(week_root, week_decisions, tmp_path):
     # signatures (registry_signature_bits 32, the default) they are judged on the signature (no text read back: its
     # exact Jaccard would settle pairs whose stored score is an estimate). Without the facts check.
     one_rule = {"minhash_min_coverage": 1.01, "minhash_passage_min_coverage": 1.01, "minhash_registry_min_coverage": 1.01,
-                "minhash_short_jaccard": 0.9, "minhash_registry_threshold": 0.9, "minhash_facts_min_new": 0}
+                "minhash_registry_threshold": 0.9, "minhash_facts_min_new": 0}
+    monkeypatch.setattr("dedup_tasks.layers.minhash.SHORT_SIGNATURE_JACCARD", 0.9)
     if config_for(tmp_path).registry_signature_bits >= 32:
         one_rule["minhash_text_max_partitions"] = 0
     recomputed = run_week(tmp_path, config_for(tmp_path, simhash_max_distance=1, minhash_threshold=0.9, **one_rule),

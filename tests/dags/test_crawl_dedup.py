@@ -206,7 +206,7 @@ def test_steps_confirm_rewrites_by_sentences_as_one_process_does(sample_crawl, t
     model = write_cross_encoder(tmp_path / "pass-all.pt", bias=5.0)
     # A low sketch bar and no figure check: the test is of the wiring, and must find pairs on whichever
     # corpus generated the crawl (the shipped sample corpus without DEDUP_EVAL_DATA).
-    settings = dict(semantic_sketch=True, semantic_cross_min_cos=-1.0, minhash_facts_min_new=0,
+    settings = dict(semantic_sketch=True, minhash_facts_min_new=0,
                     semantic_cross_encoder_en=str(model), semantic_cross_threshold_en=4.0,
                     semantic_cross_encoder_zh=str(model), semantic_cross_threshold_zh=4.0)
     steps_root = _copy_crawl(sample_crawl, tmp_path / "steps")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from dedup_tasks.config import DedupConfig
+from dedup_tasks.contract import NEAR_MISS_JACCARD_MIN
 from dedup_tasks.engines.pairs import resolve_pairs
 from dedup_tasks.fingerprint.candidates import stream_minhash, verify_pairs
 from dedup_tasks.fingerprint.minhash import MINHASH_SEED, MinHasher, estimated_jaccard
@@ -53,7 +54,7 @@ def test_resolved_pairs_equal_the_stream(seed):
     strict = np.where(rng.random(n) < 0.15, UPDATE_JACCARD, np.nan)
     verifier = verifier_of(cfg)
     want = stream_minhash(
-        keys, sig, active, cfg.minhash_threshold, cfg.suspect_jaccard_min, (hashes, offsets),
+        keys, sig, active, cfg.minhash_threshold, NEAR_MISS_JACCARD_MIN, (hashes, offsets),
         exact_floor=VERIFY_FLOOR, verifier=verifier, strict=strict,
     )  # fmt: skip
 
@@ -70,7 +71,7 @@ def test_resolved_pairs_equal_the_stream(seed):
     ok = np.where(verified, np.where(np.isnan(st), ok, verifier.accepts(jac, cn, ce, st)), est >= cfg.minhash_threshold)
     got = resolve_pairs(
         n, newer, earlier, band, np.where(verified, jac, est), ok, np.where(verified, cn, np.nan),
-        np.where(verified, ce, np.nan), active, cfg.suspect_jaccard_min,
+        np.where(verified, ce, np.nan), active, NEAR_MISS_JACCARD_MIN,
     )  # fmt: skip
     assert (want.matched >= 0).sum() > 50 and (want.suspect >= 0).sum() > 5  # the comparison means something
     for field in ("matched", "score", "suspect", "suspect_score", "covers_newer", "covers_earlier"):

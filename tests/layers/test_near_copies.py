@@ -28,6 +28,7 @@ from dedup_tasks.fingerprint.minhash import (
     coverage_from_jaccard,
     earlier_covered,
 )
+from dedup_tasks.fingerprint.numbers import FACTS_MAX_JACCARD, FACTS_MIN_SHARE
 from dedup_tasks.io import BatchPaths
 from dedup_tasks.layers import minhash as minhash_layer
 from dedup_tasks.layers import near as near_layer
@@ -334,7 +335,7 @@ def test_a_short_copy_is_verified_and_one_changed_figure_keeps_a_look_alike():
     assert float(d["zh_copy"]["score"]) < 0.8
     assert d["en_other"]["action"] == "keep"
     # The usual facts share (half the framed figures) would have dropped the look-alike.
-    assert changed_share(en_other, en) < CONFIG.minhash_facts_min_share
+    assert changed_share(en_other, en) < FACTS_MIN_SHARE
 
 
 def changed_share(newer: str, earlier: str) -> float:
@@ -593,7 +594,7 @@ def test_other_figures_in_a_kept_sentence_refuse_the_pair_and_a_copys_own_figure
         {"doc_id": "later", "url": "https://b.com/grain-2", "title": "MIDWEST GRAIN FUTURES", "content": later},
         {"doc_id": "copy", "url": "https://c.com/grain-1", "title": "MIDWEST GRAIN FUTURES", "content": copy},
     ]
-    assert 0.45 <= _exact_jaccard([later, _FUTURES], "en", "chars") < CONFIG.minhash_facts_max_jaccard
+    assert 0.45 <= _exact_jaccard([later, _FUTURES], "en", "chars") < FACTS_MAX_JACCARD
     hours = [rows[:1], rows[1:]] if across_hours else [rows]
     for in_place, expected in ((minhash_layer.FACTS_MIN_IN_PLACE, "keep"), (0, "drop")):
         monkeypatch.setattr(minhash_layer, "FACTS_MIN_IN_PLACE", in_place)  # 0 turns the check off

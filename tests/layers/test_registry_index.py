@@ -1,5 +1,5 @@
 """L3's registry keys come from the index signature (fingerprint.stoplist): what it probes, what it
-registers, and what a main-tier copy needs (DedupConfig.minhash_registry_main_min_bands)."""
+registers, and what a main-tier copy needs (layers.minhash.MAIN_MIN_BANDS)."""
 
 from __future__ import annotations
 
@@ -70,11 +70,12 @@ def test_commit_without_the_layers_keys_is_refused_when_keyed_on_a_stoplist(en_a
 
 
 @pytest.mark.parametrize("main_min_bands", [1, 2])
-def test_a_near_copy_of_a_main_tier_document_is_found_on_two_bands(en_articles, tmp_path, main_min_bands):
+def test_a_near_copy_of_a_main_tier_document_is_found_on_two_bands(en_articles, tmp_path, main_min_bands, monkeypatch):
     art = long_article(en_articles, 300)
     orig = {"doc_id": "orig", "url": "https://a.com/1", "title": art["title"], "content": art["text"]}
     copy = {"doc_id": "copy", "url": "https://b.com/1", "title": art["title"], "content": typos(art["text"], 0.004, seed=3)}
-    config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path), minhash_registry_main_min_bands=main_min_bands)
+    monkeypatch.setattr("dedup_tasks.layers.minhash.MAIN_MIN_BANDS", main_min_bands)
+    config = DedupConfig(layers=CONFIG.layers, root=str(tmp_path))
     registry = MemoryRegistry()
     publish(BatchPaths(tmp_path, "2026-12-01T00"), run_batch(make_batch([orig]), "2026-12-01T00", config, registry))
     registry.compact()  # the original is a main-tier document now

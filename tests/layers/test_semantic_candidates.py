@@ -366,7 +366,7 @@ def test_aligned_confirmation_scores_sketch_pairs_by_their_sentences(fake) -> No
     assert run(expected + 1e-4).drops.num_rows == 0
 
 
-def test_cross_confirmation_scores_sketch_pairs_by_the_cross_encoder_in_logits(fake, tmp_path) -> None:
+def test_cross_confirmation_scores_sketch_pairs_by_the_cross_encoder_in_logits(fake, tmp_path, monkeypatch) -> None:
     pytest.importorskip("torch")
     from dedup_tasks.embed.aligned import sentences
 
@@ -376,8 +376,8 @@ def test_cross_confirmation_scores_sketch_pairs_by_the_cross_encoder_in_logits(f
     assert len(newer) == 2
 
     def run(threshold: float):
-        cfg = config(semantic_cross_min_cos=-1.0,
-                     semantic_cross_encoder_en=str(model), semantic_cross_threshold_en=threshold)
+        monkeypatch.setattr(semantic, "CROSS_MIN_COS", -1.0)
+        cfg = config(semantic_cross_encoder_en=str(model), semantic_cross_threshold_en=threshold)
         return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
 
     out = run(1.4)
@@ -394,7 +394,7 @@ def test_cross_confirmation_scores_sketch_pairs_by_the_cross_encoder_in_logits(f
     assert run(1.6).drops.num_rows == 0
 
 
-def test_prob_cos_confirmation_reads_the_mean_of_probability_and_aligned_cosine(fake, tmp_path) -> None:
+def test_prob_cos_confirmation_reads_the_mean_of_probability_and_aligned_cosine(fake, tmp_path, monkeypatch) -> None:
     pytest.importorskip("torch")
     from dedup_tasks.embed.aligned import aligned_pairs
 
@@ -406,8 +406,9 @@ def test_prob_cos_confirmation_reads_the_mean_of_probability_and_aligned_cosine(
     assert abs(expected - 1.5) > 0.5 and abs(expected - 0.5 * (1.0 / (1.0 + np.exp(-1.5)) + 1.0)) > 1e-3
 
     def run(threshold: float):
-        cfg = config(semantic_cross_encoder_en=str(model),
-                     semantic_cross_threshold_en=threshold, semantic_cross_score_en="prob_cos", semantic_cross_min_cos=-1.0)
+        monkeypatch.setattr(semantic, "CROSS_SCORE", "prob_cos")
+        monkeypatch.setattr(semantic, "CROSS_MIN_COS", -1.0)
+        cfg = config(semantic_cross_encoder_en=str(model), semantic_cross_threshold_en=threshold)
         return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
 
     drops = run(expected - 1e-4).drops.to_pylist()
@@ -417,11 +418,9 @@ def test_prob_cos_confirmation_reads_the_mean_of_probability_and_aligned_cosine(
     assert drop["score"] == pytest.approx(expected, abs=1e-5)
     assert drop["reason"].startswith(f"cross-encoder probability and cosine {expected:.2f} >= ")
     assert run(expected + 1e-4).drops.num_rows == 0
-    with pytest.raises(ConfigError, match="semantic_cross_score_en must be one of"):
-        config(semantic_cross_score_en="mean")
 
 
-def test_a_pair_whose_aligned_cosine_is_below_the_gate_is_never_read_by_the_cross_encoder(fake, tmp_path) -> None:
+def test_a_pair_whose_aligned_cosine_is_below_the_gate_is_never_read_by_the_cross_encoder(fake, tmp_path, monkeypatch) -> None:
     pytest.importorskip("torch")
     from dedup_tasks.embed.aligned import aligned_pairs
 
@@ -431,8 +430,8 @@ def test_a_pair_whose_aligned_cosine_is_below_the_gate_is_never_read_by_the_cros
     mean_cos = float(np.mean([p[3] for p in aligned_pairs(FakeEmbedder().encode, [texts[2]], [texts[0]])]))
 
     def run(gate: float):
-        cfg = config(semantic_cross_encoder_en=str(model),
-                     semantic_cross_threshold_en=1.0, semantic_cross_min_cos=0.0, semantic_cross_min_cos_en=gate)
+        monkeypatch.setattr(semantic, "CROSS_MIN_COS", gate)
+        cfg = config(semantic_cross_encoder_en=str(model), semantic_cross_threshold_en=1.0)
         return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
 
     below = run(mean_cos + 1e-4)  # a model that passes anything is not asked
@@ -445,10 +444,6 @@ def test_a_pair_whose_aligned_cosine_is_below_the_gate_is_never_read_by_the_cros
     # A story above its threshold is read whole, both ways round.
     assert at.stats.extra["cross_reads"] == 2 * at.stats.extra["cross_sentence_pairs"]
     assert at.stats.extra["cross_partial"] == 0
-    assert config(semantic_cross_min_cos_zh=0.9).semantic_cross_min_cos_for("zh") == 0.9
-    assert config(semantic_cross_min_cos_zh=0.9).semantic_cross_min_cos_for("en") == DedupConfig().semantic_cross_min_cos
-    with pytest.raises(ConfigError, match="semantic_cross_min_cos"):
-        config(semantic_cross_min_cos=1.5)
 
 
 def test_a_language_without_a_cross_encoder_keeps_the_aligned_cosine(fake, tmp_path) -> None:
@@ -483,7 +478,8 @@ def test_a_rewrite_candidate_stating_other_values_is_refused_before_anything_is_
 
     def run(min_new: int):
         monkeypatch.setattr(semantic, "SKETCH_FACTS_MIN_NEW", min_new)
-        cfg = config(semantic_cross_encoder_en=str(model), semantic_cross_threshold_en=1.0, semantic_cross_min_cos=-1.0)
+        monkeypatch.setattr(semantic, "CROSS_MIN_COS", -1.0)
+        cfg = config(semantic_cross_encoder_en=str(model), semantic_cross_threshold_en=1.0)
         return SemanticLayer(cfg).run(b0, LayerContext(B0, cfg, MemoryRegistry()))
 
     fake.calls.clear()

@@ -13,6 +13,7 @@ import numpy as np
 import psycopg2
 import pytest
 
+from dedup_tasks.contract import NEAR_MISS_HAMMING_MAX
 from dedup_tasks.registry import connect
 from dedup_tasks.registry.cli import db_main
 from dedup_tasks.registry.migrate import (
@@ -177,7 +178,7 @@ def test_open_registry_migrates_and_uses_the_root(pg_dsn, fresh_schema, tmp_path
     with connect.open_registry(config, schema=fresh_schema, bloom_capacity=1000) as registry:
         assert isinstance(registry, PostgresRegistry)
         assert registry.bloom_path == tmp_path / "registry" / "url_bloom.npy"
-        assert registry.simhash_max_distance == config.suspect_hamming_max
+        assert registry.simhash_max_distance == NEAR_MISS_HAMMING_MAX
         registry.begin("b1")
         registry.commit("b1", fingerprints(["a"], [1], [(1, 1)], [1]))
         assert len(registry.lookup_urls("b2", np.array([1], np.uint64))) == 1
