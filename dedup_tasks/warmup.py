@@ -115,7 +115,7 @@ def _warm_band_blocks(rng: np.random.Generator) -> None:
     _bandblocks.decode_copy(io.BytesIO(encode_binary_copy([*cols, ("varbytea", blocks["entries"])])).getbuffer(), 4)
     wide = encode_binary_copy([*cols, ("int8", np.full(n, 4, np.int64)), ("varbytea", blocks["entries"])])
     _bandblocks.decode_copy(io.BytesIO(wide).getbuffer(), with_width=True)
-    # A small main run read whole (postgres._minhash_matches): bucket, seq_base, entries.
+    # A small main run read whole (_pg_lookups, _minhash_matches): bucket, seq_base, entries.
     whole = encode_binary_copy([("int8", blocks["bucket"]), ("int8", blocks["seq_base"]), ("varbytea", blocks["entries"])])
     _bandblocks.SortedProbes(keys[:64], np.arange(64)).join_blocks_copy(io.BytesIO(whole).getbuffer(), 8, 4)
 

@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from dedup_tasks.registry import postgres
+from dedup_tasks.registry import _pg_lookups
 from dedup_tasks.registry.base import MemoryRegistry
 from dedup_tasks.registry.migrate import RegistryKeySpaceError
 from tests.registry.synth import BANDS, Pool, canonical
@@ -41,7 +41,7 @@ def _query_and_documents(rng: np.random.Generator):
 
 @pytest.mark.parametrize("whole", [0, 10**9], ids=["probed", "read-whole"])
 def test_main_tier_documents_need_two_bands_recent_ones_one(make_registry, monkeypatch, whole):
-    monkeypatch.setattr(postgres, "WHOLE_RUN_ENTRIES_PER_PROBE", whole)
+    monkeypatch.setattr(_pg_lookups, "WHOLE_RUN_ENTRIES_PER_PROBE", whole)
     query, main, recent = _query_and_documents(np.random.default_rng(3))
     pg, mem = make_registry(), MemoryRegistry()
     for registry in (pg, mem):

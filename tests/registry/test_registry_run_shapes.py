@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dedup_tasks.registry import _bandblocks, postgres
+from dedup_tasks.registry import _bandblocks, _pg_lookups, postgres
 from dedup_tasks.registry._pgio import encode_binary_copy
 from dedup_tasks.registry.base import MemoryRegistry
 from tests.registry.synth import Pool, canonical
@@ -75,7 +75,7 @@ def test_runs_read_whole_and_probed_give_the_same_candidates(make_registry, admi
         want = set(canonical(mem.minhash_candidates(ASK, query.minhash_bands), "minhash"))
         got = []
         for factor in factors:
-            monkeypatch.setattr(postgres, "WHOLE_RUN_ENTRIES_PER_PROBE", factor)
+            monkeypatch.setattr(_pg_lookups, "WHOLE_RUN_ENTRIES_PER_PROBE", factor)
             got.append(canonical(pg.minhash_candidates(ASK, query.minhash_bands), "minhash"))
         return want, got
 
