@@ -119,7 +119,7 @@ def _measure(store: Any, root: Path, size: int, hour: int, rng: np.random.Genera
     rebuilt = PersistentIndex._from_snapshot(index.path, SKETCH_DIM, store, MODEL)
     rebuild = time.perf_counter() - started
     assert len(rebuilt) == size + hour
-    index_mb = (index.path.stat().st_size + index.sidecar.stat().st_size) / 2**20
+    index_mb = (index.path.stat().st_size + sum(g.stat().st_size for g in index.graph_files)) / 2**20
     row = {
         "history": size, "hour": hour, "k": K,
         "flat_read_s": round(read, 2), "flat_total_s": round(flat, 2),

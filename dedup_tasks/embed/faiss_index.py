@@ -2,9 +2,11 @@
 
 * ``search_flat``: exact inner-product search (IndexFlatIP) among one batch's vectors; with normalized
   vectors the inner product is the cosine.
-* ``PersistentIndex``: every kept document of one model id, an HNSW graph under
-  ``<root>/registry/faiss/<model_id>.index`` plus a sidecar of (doc_id, batch_id) per FAISS id, written
-  tmp-then-rename (index and sidecar). HNSW needs no training (IVF would need a representative sample
+* ``PersistentIndex``: every kept document of one model id, an HNSW graph in
+  ``<root>/registry/faiss/<model_id>.<tag>.faiss`` and a manifest ``<model_id>.index`` that holds
+  (doc_id, batch_id) per FAISS id, the store generation and the name of its graph. A save writes a new
+  graph file, then renames a new manifest into place: that one rename is the commit, so a save killed
+  at any point leaves the previous index or the new one, never a graph beside another save's ids. HNSW needs no training (IVF would need a representative sample
   before the first batch) and keeps recall high while the index grows batch by batch.
   ``PersistentIndex.mirror`` opens it as a cache of that model id's rows in the EmbeddingStore (the
   rewrite sketches of kept documents; the ``full`` mode's kept vectors), checked against the store's
@@ -18,6 +20,7 @@ import fcntl
 import os
 import re
 import uuid
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,14 +68,9 @@ class PersistentIndex:
         # The store generation this index mirrors (``mirror``); None for an index that mirrors nothing.
         self.generation: str | None = None
 
-    @property
-    def sidecar(self) -> Path:
-        return self.path.with_suffix(".ids.npz")
-
     def __len__(self) -> int:
         return int(self.index.ntotal)
 
-    # ---- persistence ----------------------------------------------------------------------------
     @property
     def lock(self) -> Path:
         return self.path.with_suffix(".lock")
@@ -82,44 +80,58 @@ class PersistentIndex:
         """The index on disk, or a new empty one."""
         path = index_path(root, model_id)
         out = cls(path, dim)
-        if path.exists() and out.sidecar.exists():
-            with _locked(out.lock, exclusive=False):
-                index = _faiss().read_index(str(path))
-                ids = np.load(out.sidecar, allow_pickle=False)
-                ids = {name: ids[name] for name in ids.files}
-            if index.d != dim or index.ntotal != len(ids["doc_id"]):
-                raise RuntimeError(f"{path}: index and sidecar disagree (dim {index.d}, {index.ntotal} vectors); mirror() rebuilds it")
-            out.index = index
-            out.doc_id = ids["doc_id"].astype(object)
-            out.batch_id = ids["batch_id"].astype(object)
-            out.generation = str(ids["generation"]) if "generation" in ids else None
+        if not path.exists():
+            return out
+        with _locked(out.lock, exclusive=False):
+            try:
+                with np.load(path, allow_pickle=False) as manifest:
+                    ids = {name: manifest[name] for name in manifest.files}
+                index = _faiss().read_index(str(path.with_name(str(ids["graph"]))))
+            except (OSError, ValueError, KeyError, RuntimeError, zipfile.BadZipFile) as exc:
+                raise RuntimeError(f"{path}: unreadable index ({exc}); mirror() rebuilds it") from exc
+        if index.d != dim or index.ntotal != len(ids["doc_id"]):
+            raise RuntimeError(f"{path}: index and manifest disagree (dim {index.d}, {index.ntotal} vectors); mirror() rebuilds it")
+        out.index = index
+        out.doc_id = ids["doc_id"].astype(object)
+        out.batch_id = ids["batch_id"].astype(object)
+        out.generation = str(ids["generation"]) if "generation" in ids else None
         return out
 
-    def save(self) -> None:
-        """Write index and sidecar under temporary names, then rename each into place.
+    @property
+    def graph_files(self) -> list[Path]:
+        """This model's graph files on disk: the manifest's, and any a killed save left behind."""
+        pattern = re.compile(re.escape(self.path.stem) + r"\.[0-9a-f]{32}\.faiss")
+        return sorted(p for p in self.path.parent.glob("*.faiss") if pattern.fullmatch(p.name))
 
-        The sidecar is renamed last and ``open`` checks the two agree, so a crash between the renames
-        is detected instead of silently mapping FAISS ids to the wrong documents. The renames happen
-        under the index's lock, which ``open`` shares: two processes saving at once cannot leave one's
-        index beside the other's sidecar (a generation that does not describe the graph).
+    def save(self) -> None:
+        """Write a new graph file and a new manifest naming it, then rename the manifest into place.
+
+        The rename is the commit and happens under the index's lock, which ``open`` shares while it
+        reads the manifest and its graph; the graphs no manifest names are removed under that lock.
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tag = uuid.uuid4().hex
-        tmp_index = self.path.with_name(f".{self.path.name}.tmp-{tag}")
-        tmp_ids = self.sidecar.with_name(f".{self.sidecar.name}.tmp-{tag}.npz")
+        graph = self.path.with_name(f"{self.path.stem}.{tag}.faiss")
+        tmp_manifest = self.path.with_name(f".{self.path.name}.tmp-{tag}")
         try:
             try:
-                _faiss().write_index(self.index, str(tmp_index))
+                _faiss().write_index(self.index, str(graph))
                 extra = {} if self.generation is None else {"generation": np.array(self.generation)}
-                np.savez(tmp_ids, doc_id=self.doc_id.astype(str), batch_id=self.batch_id.astype(str), **extra)
+                with open(tmp_manifest, "wb") as handle:  # a handle: np.savez would append ".npz" to a name
+                    np.savez(
+                        handle, doc_id=self.doc_id.astype(str), batch_id=self.batch_id.astype(str),
+                        graph=np.array(graph.name), **extra,
+                    )
             except (OSError, RuntimeError) as exc:  # FAISS reports a failed write (a full disk) as RuntimeError
+                graph.unlink(missing_ok=True)
                 raise OutputError(getattr(exc, "errno", None) or 0, f"{self.path}: cannot write ({exc})") from exc
             with _locked(self.lock, exclusive=True):
-                os.replace(tmp_index, self.path)
-                os.replace(tmp_ids, self.sidecar)
+                os.replace(tmp_manifest, self.path)
+                for stale in self.graph_files:
+                    if stale != graph:
+                        stale.unlink(missing_ok=True)
         finally:
-            for tmp in (tmp_index, tmp_ids):
-                tmp.unlink(missing_ok=True)
+            tmp_manifest.unlink(missing_ok=True)
 
     @classmethod
     def mirror(cls, root: str | Path, model_id: str, dim: int, store: EmbeddingStore) -> PersistentIndex:

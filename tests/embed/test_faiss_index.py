@@ -105,9 +105,9 @@ def test_an_hour_that_keeps_no_sketch_leaves_the_index_current(tmp_path: Path) -
     assert index.generation == store.generation(MODEL) and index.doc_id.tolist() == ["a"]
 
 
-def test_a_save_waits_for_a_reader_of_the_index_and_its_sidecar(tmp_path: Path) -> None:
-    # Index and sidecar are two files: a reader between the two renames of a save would pair one
-    # writer's graph with another's ids and generation.
+def test_a_save_waits_for_a_reader_of_the_manifest_and_its_graph(tmp_path: Path) -> None:
+    # Manifest and graph are two files: a save that removed the old graph between a reader's two
+    # reads would leave that reader a manifest without its graph.
     store = MemoryEmbeddingStore()
     index = PersistentIndex.mirror(tmp_path, MODEL, 4, store)
     index.follow(store, MODEL, *put(store, ["a"], B0, unit(0)))
@@ -117,8 +117,25 @@ def test_a_save_waits_for_a_reader_of_the_index_and_its_sidecar(tmp_path: Path) 
         saving.start()
         time.sleep(0.5)
         assert saving.is_alive()
-        assert np.load(index.sidecar)["doc_id"].tolist() == ["a"]  # the first save's files, still
+        assert np.load(index.path)["doc_id"].tolist() == ["a"]  # the first save's files, still
         fcntl.flock(reader, fcntl.LOCK_UN)
     saving.join(10)
     assert not saving.is_alive()
     assert PersistentIndex.open(tmp_path, MODEL, 4).doc_id.tolist() == ["a", "b"]
+
+
+def test_an_index_file_of_another_layout_or_a_missing_graph_is_rebuilt_from_the_store(tmp_path: Path) -> None:
+    store = MemoryEmbeddingStore()
+    put(store, ["a", "b"], B0, unit(0, 1))
+    index = PersistentIndex.mirror(tmp_path, MODEL, 4, store)
+    index.save()
+    for graph in index.graph_files:
+        graph.unlink()
+    with pytest.raises(RuntimeError, match="unreadable index"):
+        PersistentIndex.open(tmp_path, MODEL, 4)
+    assert PersistentIndex.mirror(tmp_path, MODEL, 4, store).doc_id.tolist() == ["a", "b"]
+
+    import faiss  # a bare FAISS file where the manifest belongs (an index written by another layout)
+
+    faiss.write_index(faiss.IndexFlatIP(4), str(index.path))
+    assert PersistentIndex.mirror(tmp_path, MODEL, 4, store).doc_id.tolist() == ["a", "b"]

@@ -114,7 +114,7 @@ def test_a_writer_killed_mid_put_leaves_all_or_nothing_and_nothing_is_embedded_t
     assert killed_mid_write or rows == N_TEXTS
 
 
-def test_an_index_save_killed_leaves_an_index_that_agrees_with_its_sidecar(tmp_path):
+def test_an_index_save_killed_leaves_the_previous_index_or_the_new_one(tmp_path):
     pytest.importorskip("faiss")
     script = textwrap.dedent(
         """
@@ -139,5 +139,8 @@ def test_an_index_save_killed_leaves_an_index_that_agrees_with_its_sidecar(tmp_p
     child.communicate(timeout=60)
     from dedup_tasks.embed.faiss_index import PersistentIndex
 
-    index = PersistentIndex.open(tmp_path, "m", 64)  # raises if the index and its sidecar disagree
+    index = PersistentIndex.open(tmp_path, "m", 64)  # raises if the manifest and its graph disagree
     assert index.index.ntotal in (500, 200_500) and len(index.doc_id) == index.index.ntotal  # before or after the save
+    assert len(index.graph_files) in (1, 2)  # the manifest's graph, and at most one a killed save left
+    index.save()
+    assert index.graph_files == [index.path.with_name(str(np.load(index.path)["graph"]))]  # the next save removes it
