@@ -6,8 +6,8 @@
   ``<root>/registry/faiss/<model_id>.<tag>.faiss`` and a manifest ``<model_id>.index`` that holds
   (doc_id, batch_id) per FAISS id, the store generation and the name of its graph. A save writes a new
   graph file, then renames a new manifest into place: that one rename is the commit, so a save killed
-  at any point leaves the previous index or the new one, never a graph beside another save's ids. HNSW needs no training (IVF would need a representative sample
-  before the first batch) and keeps recall high while the index grows batch by batch.
+  at any point leaves the previous index or the new one, never a graph beside another save's ids.
+  HNSW needs no training (IVF would need a representative sample before the first batch) and keeps recall high while the index grows batch by batch.
   ``PersistentIndex.mirror`` opens it as a cache of that model id's rows in the EmbeddingStore (the
   rewrite sketches of kept documents; the ``full`` mode's kept vectors), checked against the store's
   generation each time: current, one own write behind (``follow`` applies it), or rebuilt from the store.
@@ -113,6 +113,10 @@ class PersistentIndex:
         tag = uuid.uuid4().hex
         graph = self.path.with_name(f"{self.path.stem}.{tag}.faiss")
         tmp_manifest = self.path.with_name(f".{self.path.name}.tmp-{tag}")
+        # The new graph stays locked by this save until it ends: a concurrent save's clean-up removes
+        # only graphs no live save holds (a killed save's lock ends with its process).
+        owner = open(graph, "wb")  # noqa: SIM115  (held until the finally below)
+        fcntl.flock(owner, fcntl.LOCK_EX)
         try:
             try:
                 _faiss().write_index(self.index, str(graph))
@@ -129,9 +133,10 @@ class PersistentIndex:
                 os.replace(tmp_manifest, self.path)
                 for stale in self.graph_files:
                     if stale != graph:
-                        stale.unlink(missing_ok=True)
+                        _remove_unless_held(stale)
         finally:
             tmp_manifest.unlink(missing_ok=True)
+            owner.close()
 
     @classmethod
     def mirror(cls, root: str | Path, model_id: str, dim: int, store: EmbeddingStore) -> PersistentIndex:
@@ -241,6 +246,18 @@ def _locked(path: Path, *, exclusive: bool) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _remove_unless_held(path: Path) -> None:
+    """Remove ``path`` unless a save in progress holds its lock (that save's manifest will name it)."""
+    try:
+        with open(path, "rb") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            path.unlink(missing_ok=True)
+    except BlockingIOError:
+        return
+    except FileNotFoundError:
+        return
 
 
 def _next_generation(held: str | None, current: str, size: int) -> str | None:
