@@ -52,7 +52,8 @@ import pyarrow.compute as pc
 import dedup_tasks
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.contract import NEAR_MISS_JACCARD_MIN, ContractError, check_rows, conform_schema, repair_text
-from dedup_tasks.fingerprint.candidates import SHORT, facts_veto, verify_pairs
+from dedup_tasks.fingerprint.candidates import SHORT, ShortTexts, facts_veto, verify_pairs
+from dedup_tasks.fingerprint.hashing import codepoints
 from dedup_tasks.fingerprint.minhash import (
     EN_CHAR_SHINGLES,
     EN_SHINGLE_WORDS,
@@ -87,7 +88,7 @@ from dedup_tasks.layers.minhash import (
     minhash_rows,
     verifier_of,
 )
-from dedup_tasks.layers.near import NEAR_LEN, number_sets, passage_runs
+from dedup_tasks.layers.near import NEAR_LEN, SHORT_TEXT, number_sets, passage_runs, short_text_rows
 from dedup_tasks.layers.simhash import SIMHASH_WORD_NGRAM, SIMHASH_ZH_FEATURES, SimHashLayer, simhash_rows
 from dedup_tasks.pipeline import (
     LONG_REASON,
@@ -111,7 +112,7 @@ ENGINE_COLUMNS = ("_spark_simhash", "_spark_minhash", "_spark_shingles", "_spark
 # (read back only for the few rows with a registry MinHash hit).
 _DRIVER_COLUMNS = (
     "doc_id", "fetched_us", "url_key", "url_valid", "url_reason", "ch_hi", "ch_lo", "repaired", "near_text", "lang",
-    "near_len", "too_long", "simhash", "sig", "shingles", "reg_bands",
+    "near_len", "too_long", "simhash", "sig", "shingles", "reg_bands", "short_text",
 )  # fmt: skip
 
 # Spark has no unsigned integers: 64-bit keys and hashes travel as the int64 with the same bits.
@@ -133,7 +134,7 @@ _VERDICTS_ARROW = pa.schema(
 SIMHASH_KIND, MINHASH_KIND = 0, 1
 _FP_SCHEMA = (
     "batch_id string, doc_id string, near_text string, lang string, near_len long, too_long boolean,"
-    " simhash long, sig binary, sig_words array<int>, shingles long, sets binary, reg_bands binary"
+    " simhash long, sig binary, sig_words array<int>, shingles long, sets binary, reg_bands binary, short_text string"
 )
 
 
@@ -290,8 +291,16 @@ def _fingerprints(table: pa.Table, templates: np.ndarray, config: DedupConfig, h
             "shingles": pa.array(np.asarray(counts, np.int64)),
             "sets": set_bytes,
             "reg_bands": reg_bytes,
+            # The short-text rule reads characters: the view of the rows it may read, for both sides of a pair.
+            "short_text": pc.if_else(pa.array(short_text_rows(np.asarray(lengths, np.int64), config)), near.combine_chunks(), None),
         }
     )
+
+
+def _codepoint_rows(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The code points of each row of a string column (null: none) and their offsets."""
+    cp, offsets = codepoints(pc.fill_null(column, ""))
+    return np.ascontiguousarray(cp, np.int32), np.asarray(offsets, np.int64)
 
 
 def _packed_rows(values: np.ndarray, offsets: np.ndarray) -> pa.Array:
@@ -381,11 +390,15 @@ def _verify_pass(config: DedupConfig) -> Callable[[Iterator[pa.RecordBatch]], It
                 hashes = np.concatenate([a, b])
                 offsets = np.concatenate([a_off, b_off[1:] + a_off[-1]])
                 length = rb.column("len_n").take(take).to_numpy()
+                texts = ShortTexts(*_codepoint_rows(rb.column("st_n").take(take))).join(
+                    ShortTexts(*_codepoint_rows(rb.column("st_e").take(take)))
+                )
                 runs = passage_runs(rb.column("lang_n").take(take).to_numpy(zero_copy_only=False), length, config)
                 # A short text's rules read the shingle sets (what differs), so they are applied here.
                 strict = np.where(length < config.simhash_min_chars, SHORT, np.nan)
                 got = verify_pairs(
-                    hashes, offsets, np.arange(len(rows)), np.arange(len(rows)) + len(rows), verifier, strict, runs=runs
+                    hashes, offsets, np.arange(len(rows)), np.arange(len(rows)) + len(rows), verifier, strict, runs=runs,
+                    texts=texts,
                 )
                 ok[rows] = got[0]
                 for out, values in zip(scores, got[1:], strict=True):
@@ -457,9 +470,9 @@ def candidate_pairs(spark: SparkSession, rows_dir: Path, config: DedupConfig, ou
         )
     )
     verdicts = (
-        screened.join(side({"sets": "sets_n", "lang": "lang_n", "near_len": "len_n"}, "newer"), ["batch_id", "newer"])
-        .join(side({"sets": "sets_e"}, "earlier"), ["batch_id", "earlier"])
-        .select("batch_id", "newer", "earlier", "mh_band", "est", "dist", "sets_n", "sets_e", "lang_n", "len_n")
+        screened.join(side({"sets": "sets_n", "lang": "lang_n", "near_len": "len_n", "short_text": "st_n"}, "newer"), ["batch_id", "newer"])
+        .join(side({"sets": "sets_e", "short_text": "st_e"}, "earlier"), ["batch_id", "earlier"])
+        .select("batch_id", "newer", "earlier", "mh_band", "est", "dist", "sets_n", "sets_e", "lang_n", "len_n", "st_n", "st_e")
         .mapInArrow(_verify_pass(config), _VERDICTS_SCHEMA)
     )
     verdicts.write.mode("overwrite").partitionBy("batch_id").parquet(str(out))
@@ -666,7 +679,7 @@ class SparkMinHashLayer(MinHashLayer):
     def sets_of(self, rows, sets, batch):
         return self.read_sets(batch.column("doc_id").take(pa.array(rows)).to_numpy(zero_copy_only=False))
 
-    def in_batch(self, keys, sig, active, sets, verifier, strict, batch, numbers):
+    def in_batch(self, keys, sig, active, sets, verifier, strict, batch, numbers, texts=None):
         from dedup_tasks.engines.pairs import resolve_pairs
 
         cfg = self.config
@@ -716,6 +729,7 @@ def _prepared(rows: pa.Table, source: str) -> pa.Table:
             "_spark_minhash": rows.column("sig"),
             "_spark_shingles": rows.column("shingles"),
             "_spark_registry_bands": rows.column("reg_bands"),
+            SHORT_TEXT: rows.column("short_text"),
         }
     )
     too_long = rows.column("too_long").to_numpy(zero_copy_only=False).astype(bool)

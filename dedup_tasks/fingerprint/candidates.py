@@ -22,6 +22,38 @@ from dedup_tasks.fingerprint.numbers import facts_differ, pair_facts_differ
 _NO_SETS = np.empty(0, np.uint32)
 _NO_OFFSETS = np.empty(0, np.int64)
 _NO_NUMBERS = np.empty(0, np.uint64)
+_NO_CHARS = np.empty(0, np.int32)
+
+
+@dataclass(frozen=True)
+class ShortTexts:
+    """The near-duplicate view's code points of documents short enough for the short-text rule, indexed
+    like the shingle sets they travel with: document d's are ``cp[offsets[d]:offsets[d + 1]]``, empty
+    for a longer one (``layers.near.short_texts``)."""
+
+    cp: np.ndarray  # int32
+    offsets: np.ndarray  # int64, one more than documents
+
+    def take(self, rows: np.ndarray) -> ShortTexts:
+        """Documents ``rows``, in that order."""
+        rows = np.asarray(rows, np.int64)
+        size = self.offsets[rows + 1] - self.offsets[rows]
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(size, out=offsets[1:])
+        within = np.arange(int(offsets[-1])) - np.repeat(offsets[:-1], size)
+        return ShortTexts(self.cp[np.repeat(self.offsets[rows], size) + within], offsets)
+
+    def join(self, other: ShortTexts) -> ShortTexts:
+        """These documents, then ``other``'s (as shingle sets are joined)."""
+        return ShortTexts(
+            np.concatenate([self.cp, other.cp]), np.concatenate([self.offsets, self.offsets[-1] + other.offsets[1:]])
+        )
+
+
+def _text_arrays(texts: ShortTexts | None) -> tuple[np.ndarray, np.ndarray]:
+    if texts is None:
+        return _NO_CHARS, _NO_OFFSETS
+    return np.ascontiguousarray(texts.cp, np.int32), np.ascontiguousarray(texts.offsets, np.int64)
 
 
 @dataclass
@@ -384,6 +416,160 @@ def _longest_miss(hashes, offsets, table, d, other_bit, bridge, edges):
     return longest, total
 
 
+# What a short pair replaced, in characters: past the longer of the prefix and the suffix the two texts
+# share (a site's lead-in counts for nothing), every stretch of an alignment where both sides have
+# characters of their own (another word, another headline) counts its shorter side; what only one side
+# has (a cut, an insertion) counts nothing. Past SHORT_REPLACED_CHARS characters (two typos), or
+# SHORT_REPLACED_SHARE of that rest if more, the pair is two items (bench quality: short_leadin pages and
+# their reposts with typos; docs/near-copies.md, "Short texts"). Read on the texts' characters (spaces
+# aside, as the 5-grams read them) where both are at hand (``ShortTexts``), else estimated from the
+# 5-grams: a stretch of k shared-free positions is at least ceil(k / 5) wrong characters.
+SHORT_REPLACED_CHARS = 2
+SHORT_REPLACED_SHARE = 0.15
+# Beyond this many differing positions on a side a short pair is not aligned: that much is never a typo.
+SHORT_ALIGN_MAX = 256
+# A shared run of fewer characters inside a differing stretch is chance, not an anchor of the alignment.
+SHORT_ANCHOR_CHARS = 2
+
+
+@njit(cache=True)
+def _short_replaced(hashes, offsets, d, c):
+    """(characters replaced, characters past the shared prefix or suffix) of the short pair (d, c):
+    the stretches of a longest common subsequence of their 5-gram positions where both sides differ."""
+    a0, a1, b0, b1 = offsets[d], offsets[d + 1], offsets[c], offsets[c + 1]
+    na, nb = a1 - a0, b1 - b0
+    p = 0
+    while p < na and p < nb and hashes[a0 + p] == hashes[b0 + p]:
+        p += 1
+    s = 0
+    while s < na - p and s < nb - p and hashes[a1 - 1 - s] == hashes[b1 - 1 - s]:
+        s += 1
+    rest = max(na, nb) - max(p, s)
+    ma, mb = na - p - s, nb - p - s
+    if ma == 0 or mb == 0:
+        return 0, rest
+    if ma > SHORT_ALIGN_MAX or mb > SHORT_ALIGN_MAX:
+        return (min(ma, mb) + 4) // 5, rest
+    lcs = np.zeros((ma + 1, mb + 1), np.int32)
+    for i in range(ma - 1, -1, -1):
+        for j in range(mb - 1, -1, -1):
+            if hashes[a0 + p + i] == hashes[b0 + p + j]:
+                lcs[i, j] = lcs[i + 1, j + 1] + 1
+            else:
+                lcs[i, j] = max(lcs[i + 1, j], lcs[i, j + 1])
+    replaced = 0
+    i = 0
+    j = 0
+    ga = 0
+    gb = 0
+    while i < ma or j < mb:
+        if i < ma and j < mb and hashes[a0 + p + i] == hashes[b0 + p + j] and lcs[i, j] == lcs[i + 1, j + 1] + 1:
+            if ga > 0 and gb > 0:
+                replaced += (min(ga, gb) + 4) // 5
+            ga = 0
+            gb = 0
+            i += 1
+            j += 1
+        elif i < ma and (j >= mb or lcs[i + 1, j] >= lcs[i, j + 1]):
+            ga += 1
+            i += 1
+        else:
+            gb += 1
+            j += 1
+    if ga > 0 and gb > 0:
+        replaced += (min(ga, gb) + 4) // 5
+    return replaced, rest
+
+
+@njit(cache=True)
+def _replaced_chars(cp, cp_off, d, c):
+    """(characters replaced, characters past the shared prefix or suffix) of d and c on their characters
+    (``cp[cp_off[d]:cp_off[d + 1]]``, spaces skipped): the shorter side of every stretch of a longest
+    common subsequence where both differ (what only one side has, a cut, an insertion or a moved
+    paragraph, counts nothing)."""
+    a = cp[cp_off[d] : cp_off[d + 1]]
+    b = cp[cp_off[c] : cp_off[c + 1]]
+    a = a[a != 32]
+    b = b[b != 32]
+    na, nb = len(a), len(b)
+    p = 0
+    while p < na and p < nb and a[p] == b[p]:
+        p += 1
+    s = 0
+    while s < na - p and s < nb - p and a[na - 1 - s] == b[nb - 1 - s]:
+        s += 1
+    rest = max(na, nb) - max(p, s)
+    ma, mb = na - p - s, nb - p - s
+    if ma == 0 or mb == 0:
+        return 0, rest
+    if ma > SHORT_ALIGN_MAX or mb > SHORT_ALIGN_MAX:
+        return min(ma, mb), rest
+    lcs = np.zeros((ma + 1, mb + 1), np.int32)
+    for i in range(ma - 1, -1, -1):
+        for j in range(mb - 1, -1, -1):
+            if a[p + i] == b[p + j]:
+                lcs[i, j] = lcs[i + 1, j + 1] + 1
+            else:
+                lcs[i, j] = max(lcs[i + 1, j], lcs[i, j + 1])
+    # Walk the alignment; a shared run shorter than SHORT_ANCHOR_CHARS between two differing stretches
+    # is chance ("the" against "ifit" share a "t") and belongs to the stretch.
+    replaced = 0
+    i = 0
+    j = 0
+    ga = 0
+    gb = 0
+    run = 0
+    while i < ma or j < mb:
+        if i < ma and j < mb and a[p + i] == b[p + j] and lcs[i, j] == lcs[i + 1, j + 1] + 1:
+            run += 1
+            i += 1
+            j += 1
+            if run == SHORT_ANCHOR_CHARS:
+                replaced += min(ga, gb)
+                ga = 0
+                gb = 0
+            continue
+        if run < SHORT_ANCHOR_CHARS:  # the middle starts on a difference: a short run follows one
+            ga += run
+            gb += run
+        run = 0
+        if i < ma and (j >= mb or lcs[i + 1, j] >= lcs[i, j + 1]):
+            ga += 1
+            i += 1
+        else:
+            gb += 1
+            j += 1
+    return replaced + min(ga, gb), rest
+
+
+@njit(cache=True)
+def _short_items_differ(hashes, offsets, cp, cp_off, d, c):
+    """Whether the short pair (d, c) replaced more than a typo's worth: on their characters where
+    ``cp`` holds both (``ShortTexts``), else on their 5-grams (``_short_replaced``)."""
+    if len(cp_off) > max(d, c) + 1 and cp_off[d + 1] > cp_off[d] and cp_off[c + 1] > cp_off[c]:
+        replaced, rest = _replaced_chars(cp, cp_off, d, c)
+    else:
+        replaced, rest = _short_replaced(hashes, offsets, d, c)
+    return replaced > max(SHORT_REPLACED_CHARS, SHORT_REPLACED_SHARE * rest)
+
+
+def short_replaced(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_short_replaced`` of the pairs (a[i], b[i]): (characters replaced, characters past the shared prefix
+    or suffix)."""
+    return _pairs_short_replaced(
+        np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(a, np.int64), np.asarray(b, np.int64)
+    )
+
+
+@njit(cache=True)
+def _pairs_short_replaced(hashes, offsets, a, b):
+    replaced = np.zeros(len(a), np.int64)
+    rest = np.zeros(len(a), np.int64)
+    for i in range(len(a)):
+        replaced[i], rest[i] = _short_replaced(hashes, offsets, a[i], b[i])
+    return replaced, rest
+
+
 @njit(cache=True)
 def _short_noise_only(hashes, offsets, table, d, c):
     """Whether every difference of the short pair (d, c) that ``_overlap`` last put in ``table`` is
@@ -396,14 +582,14 @@ def _short_noise_only(hashes, offsets, table, d, c):
 
 
 @njit(cache=True)
-def _refused_by_bounds(hashes, offsets, table, d, c, c_new, strict_d, run_d):
+def _refused_by_bounds(hashes, offsets, table, d, c, c_new, strict_d, run_d, cp, cp_off):
     """Whether the pair (newer d, earlier c) that ``_overlap`` last put in ``table`` and the rules
     accepted is still no copy: a short text whose differences are not noise, or a newer text that adds
     a whole article (the constants above)."""
     if strict_d == SHORT:
         a, _ = _longest_miss(hashes, offsets, table, d, IN_B, 0, True)
         b, _ = _longest_miss(hashes, offsets, table, c, IN_A, 0, True)
-        return max(a, b) > SHORT_TYPO_RUN and min(a, b) > SHORT_JOIN_RUN
+        return (max(a, b) > SHORT_TYPO_RUN and min(a, b) > SHORT_JOIN_RUN) or _short_items_differ(hashes, offsets, cp, cp_off, d, c)
     if 1.0 - c_new < ADDED_MIN_SHARE:
         return False
     longest, total = _longest_miss(hashes, offsets, table, d, IN_B, ADDED_BRIDGE, False)
@@ -451,7 +637,7 @@ def _by_passages(hashes, offsets, table, d, c, rule, added_run):
 
 def verify_pairs(
     hashes: np.ndarray, offsets: np.ndarray, newer: np.ndarray, earlier: np.ndarray, verifier: Verifier, strict: np.ndarray,
-    numbers: tuple[np.ndarray, np.ndarray] | None = None, runs: np.ndarray | None = None,
+    numbers: tuple[np.ndarray, np.ndarray] | None = None, runs: np.ndarray | None = None, texts: ShortTexts | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The verifier on pairs of documents whose shingle sets are at hand (``pair_overlap``'s layout):
     (accepted, Jaccard, covers newer, covers earlier), the in-batch rule of ``stream_minhash``
@@ -477,7 +663,7 @@ def verify_pairs(
     bounded = np.flatnonzero(ok & ~(strict >= 0))
     if len(bounded):
         run = LONG_RUN if runs is None else runs
-        ok[bounded] = ~_check_pairs(REFUSED_BY_BOUNDS, hashes, offsets, newer, earlier, bounded, rule, run, covers_newer, strict)
+        ok[bounded] = ~_check_pairs(REFUSED_BY_BOUNDS, hashes, offsets, newer, earlier, bounded, rule, run, covers_newer, strict, texts)
     return ok, jac, covers_newer, covers_earlier
 
 
@@ -551,7 +737,7 @@ BY_PASSAGES, SHORT_NOISE_ONLY, REFUSED_BY_BOUNDS = 0, 1, 2  # what ``_pair_check
 
 
 @njit(cache=True)
-def _pair_check(hashes, offsets, newer, earlier, check, rule, added_run, covers_newer, strict):
+def _pair_check(hashes, offsets, newer, earlier, check, rule, added_run, covers_newer, strict, cp, cp_off):
     """One of the stream's per-pair checks on each (newer[i], earlier[i]), the pair's overlap put in
     the table first: ``_by_passages`` (the passage verdict), ``_short_noise_only`` or
     ``_refused_by_bounds`` (per pair: ``added_run``, ``covers_newer``, ``strict``)."""
@@ -565,18 +751,20 @@ def _pair_check(hashes, offsets, newer, earlier, check, rule, added_run, covers_
         elif check == SHORT_NOISE_ONLY:
             out[i] = _short_noise_only(hashes, offsets, table, d, c)
         else:
-            out[i] = _refused_by_bounds(hashes, offsets, table, d, c, covers_newer[i], strict[i], added_run[i])
+            out[i] = _refused_by_bounds(hashes, offsets, table, d, c, covers_newer[i], strict[i], added_run[i], cp, cp_off)
     return out
 
 
-def _check_pairs(check: int, hashes, offsets, newer, earlier, rows, rule, added_run, covers_newer, strict) -> np.ndarray:
+def _check_pairs(
+    check: int, hashes, offsets, newer, earlier, rows, rule, added_run, covers_newer, strict, texts: ShortTexts | None = None
+) -> np.ndarray:
     """``_pair_check`` on the pairs ``rows`` of (newer, earlier); the per-pair arrays are taken at ``rows``."""
     def at(values, dtype):
         return np.ascontiguousarray(np.broadcast_to(np.asarray(values, dtype), np.shape(newer))[rows])
 
     return _pair_check(
         np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), at(newer, np.int64), at(earlier, np.int64), check,
-        rule, at(added_run, np.int64), at(covers_newer, np.float64), at(strict, np.float64),
+        rule, at(added_run, np.int64), at(covers_newer, np.float64), at(strict, np.float64), *_text_arrays(texts),
     )  # fmt: skip
 
 
@@ -606,7 +794,7 @@ def _pair_overlap(hashes, offsets, a, b):
 @njit(cache=True)
 def _stream(
     keys, active, values, is_simhash, max_distance, min_jaccard, suspect_bound, hashes, hash_off, exact_floor, exact_ceiling,
-    strict, rule, nums, num_off, runs,
+    strict, rule, nums, num_off, runs, cp, cp_off,
 ):
     n, n_bands = keys.shape
     table = _pair_table(hash_off)
@@ -679,7 +867,7 @@ def _stream(
                                 ok = not facts_differ(nums, num_off, d, c, int(rule[7]), share, int(rule[10]))
                             if ok and not strict[d] >= 0:
                                 ok = not _refused_by_bounds(
-                                    hashes, hash_off, table, d, c, c_new, strict[d], runs[d] if len(runs) else LONG_RUN
+                                    hashes, hash_off, table, d, c, c_new, strict[d], runs[d] if len(runs) else LONG_RUN, cp, cp_off
                                 )
                         else:
                             if len(hash_off) > 0 and exact_floor <= s < exact_ceiling:
@@ -726,7 +914,7 @@ def stream_simhash(
     out = _stream(
         np.ascontiguousarray(keys), active.astype(np.bool_), simhash.reshape(-1, 1), True,
         int(max_distance), 2.0, float(suspect_max_distance), _NO_SETS, _NO_OFFSETS, 2.0, 2.0,
-        np.full(len(simhash), np.nan), _NO_RULE, _NO_NUMBERS, _NO_OFFSETS, _NO_OFFSETS,
+        np.full(len(simhash), np.nan), _NO_RULE, _NO_NUMBERS, _NO_OFFSETS, _NO_OFFSETS, _NO_CHARS, _NO_OFFSETS,
     )
     return StreamResult(*out)
 
@@ -744,6 +932,7 @@ def stream_minhash(
     strict: np.ndarray | None = None,
     numbers: tuple[np.ndarray, np.ndarray] | None = None,
     runs: np.ndarray | None = None,
+    texts: ShortTexts | None = None,
 ) -> StreamResult:
     """Jaccard >= threshold against earlier kept rows sharing an LSH band.
 
@@ -756,7 +945,8 @@ def stream_minhash(
     decided by the verifier on the exact sets (``strict``: per row NaN, or the plain Jaccard that row
     needs instead); the coverage of each match is returned with it. ``numbers`` (per-row number
     hashes and offsets) enable the verifier's facts check; ``runs`` (per row, ``layers.near.passage_runs``)
-    is the passage rule's added-run length for the row as the newer of a pair (None: ``LONG_RUN``).
+    is the passage rule's added-run length for the row as the newer of a pair (None: ``LONG_RUN``);
+    ``texts`` the short rows' characters (``ShortTexts``, same indexing) for the short-text rule.
     """
     sets, set_off = shingles if shingles is not None else (_NO_SETS, _NO_OFFSETS)
     rule = verifier.rule if verifier is not None and shingles is not None else _NO_RULE
@@ -767,6 +957,6 @@ def stream_minhash(
         np.ascontiguousarray(signatures), False, 0, float(threshold), float(suspect_min),
         sets, set_off, float(exact_floor), float(exact_ceiling), strict, rule,
         np.ascontiguousarray(nums, np.uint64), np.asarray(num_off, np.int64),
-        _NO_OFFSETS if runs is None else np.ascontiguousarray(runs, np.int64),
+        _NO_OFFSETS if runs is None else np.ascontiguousarray(runs, np.int64), *_text_arrays(texts),
     )
     return StreamResult(*out)

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from dedup_tasks.contract import NEAR_MISS_JACCARD_MIN
 from dedup_tasks.fingerprint import kernels
-from dedup_tasks.fingerprint.candidates import Verifier, stream_minhash, verify_pairs
+from dedup_tasks.fingerprint.candidates import SHORT, ShortTexts, Verifier, stream_minhash, verify_pairs
 from dedup_tasks.fingerprint.minhash import (
     EN_CHAR_SHINGLES,
     EN_SHINGLE_WORDS,
@@ -65,6 +65,7 @@ from dedup_tasks.layers.near import (
     number_sets,
     passage_runs_of,
     shingle_sets,
+    short_texts,
     strict_rows,
     text_lengths,
     verified_reason,
@@ -227,6 +228,7 @@ class EarlierText:
     index: np.ndarray
     why: np.ndarray
     numbers: tuple[np.ndarray, np.ndarray]
+    texts: ShortTexts  # the short ones' characters (``near.short_texts``), same indexing
     partitions_read: int = 0
     seconds: float = 0.0
     row_groups_read: int = 0
@@ -246,7 +248,7 @@ def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> E
     index = np.full(len(doc_ids), -1, np.int64)
     why = np.full(len(doc_ids), None, object)
     parts, sizes, read, groups = [], [], 0, 0
-    num_parts, num_sizes = [], []
+    num_parts, num_sizes, text_parts = [], [], []
     done = 0
     batches = np.unique(batch_ids)[::-1]  # the most recent first
     for b in batches[cfg.minhash_text_max_partitions :]:
@@ -283,11 +285,15 @@ def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> E
             nums, num_off = number_sets(prepared, uniq)
             num_parts.append(nums)
             num_sizes.append(np.diff(num_off))
+            text_parts.append(short_texts(prepared, uniq, cfg))
             index[found] = done + inverse
             done += len(uniq)
     hashes, offsets = _concat_sets(parts, sizes)
     numbers = _concat_sets(num_parts, num_sizes, np.uint64)
-    return EarlierText(hashes, offsets, index, why, numbers, read, time.perf_counter() - started, groups)
+    texts = ShortTexts(np.zeros(0, np.int32), np.zeros(1, np.int64))
+    for part in text_parts:
+        texts = texts.join(part)
+    return EarlierText(hashes, offsets, index, why, numbers, texts, read, time.perf_counter() - started, groups)
 
 
 def _concat_sets(parts: list[np.ndarray], sizes: list[np.ndarray], dtype=np.uint32) -> tuple[np.ndarray, np.ndarray]:
@@ -314,16 +320,19 @@ def _join(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) ->
 def verify_on_text(
     row_sets: tuple[np.ndarray, np.ndarray], numbers: tuple[np.ndarray, np.ndarray], rows: np.ndarray,
     earlier: EarlierText, verifier: Verifier, strict: np.ndarray, runs: np.ndarray | None = None,
+    row_texts: ShortTexts | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The in-batch verifier on (batch row rows[i], earlier document earlier.index[i]) pairs whose
     earlier text was found: (accepted, Jaccard, covers newer, covers earlier). ``row_sets`` are the
     shingle sets of ``np.unique(rows)`` in that order, ``numbers`` the batch rows' number sets, ``runs``
-    the passage run length of each pair (its batch row's)."""
+    the passage run length of each pair (its batch row's), ``row_texts`` the short characters of
+    ``np.unique(rows)`` (None: the short-text rule reads 5-grams)."""
     uniq, inverse = np.unique(rows, return_inverse=True)
     hashes, offsets = _join(row_sets, (earlier.hashes, earlier.offsets))
     nums = _join(_gather(numbers, uniq), earlier.numbers)
     earlier_rows = len(uniq) + earlier.index[earlier.index >= 0]
-    return verify_pairs(hashes, offsets, inverse, earlier_rows, verifier, strict, nums, runs)
+    texts = None if row_texts is None else row_texts.join(earlier.texts)
+    return verify_pairs(hashes, offsets, inverse, earlier_rows, verifier, strict, nums, runs, texts)
 
 
 class MinHashLayer(Layer):
@@ -395,12 +404,14 @@ class MinHashLayer(Layer):
     def in_batch(
         self, keys: np.ndarray, sig: np.ndarray, active: np.ndarray, sets: tuple[np.ndarray, np.ndarray],
         verifier: Verifier, strict: np.ndarray, batch: pa.Table, numbers: tuple[np.ndarray, np.ndarray],
+        texts: ShortTexts | None = None,
     ):  # fmt: skip
         """The in-batch search in batch order (a ``StreamResult``): the earlier kept document wins."""
         cfg = self.config
         return stream_minhash(
             keys, sig, active, cfg.minhash_threshold, NEAR_MISS_JACCARD_MIN, sets,
             exact_floor=VERIFY_FLOOR, verifier=verifier, strict=strict, numbers=numbers, runs=passage_runs_of(batch, cfg),
+            texts=texts,
         )  # fmt: skip
 
     def run(self, batch: pa.Table, ctx: LayerContext) -> LayerOutput:
@@ -421,6 +432,8 @@ class MinHashLayer(Layer):
         batch = set_column(batch, "_has_minhash", pa.array(has))
         doc_ids = strings_np(batch, "doc_id")
         numbers = self.numbers_of(batch, ctx)
+        # Only where a short row can be the newer of a pair: the rule reads both texts' characters.
+        texts = short_texts(batch, np.arange(n), cfg, ctx.near_text) if (strict == SHORT).any() else None
 
         decisions = NearDupDecisions(n, ctx.batch_id, doc_ids)
         queries = np.flatnonzero(has)
@@ -469,7 +482,7 @@ class MinHashLayer(Layer):
                 if len(got):
                     ok_t, jac_t, new_t, old_t = verify_on_text(
                         self.sets_of(np.unique(rows[got]), sets, batch), numbers, rows[got], earlier, verifier, strict[rows[got]],
-                        passage_runs_of(batch, cfg)[rows[got]],
+                        passage_runs_of(batch, cfg)[rows[got]], None if texts is None else texts.take(np.unique(rows[got])),
                     )
                     ok[got], jac[got], covers[0][got], covers[1][got] = ok_t, jac_t, new_t, old_t
                     how[got] = ON_TEXT
@@ -489,7 +502,7 @@ class MinHashLayer(Layer):
                     "text_read_seconds": round(earlier.seconds, 3),
                 }  # fmt: skip
             decisions.add_registry(queries, hits, jac, ok, ~ok & (jac >= NEAR_MISS_JACCARD_MIN), -jac, covers, how)
-        decisions.add_stream(self.in_batch(keys, sig, has & ~decisions.drop, sets, verifier, strict, batch, numbers))
+        decisions.add_stream(self.in_batch(keys, sig, has & ~decisions.drop, sets, verifier, strict, batch, numbers, texts))
         dropped = np.flatnonzero(decisions.drop)
         detail = verified_reason(
             "MinHash", decisions.score[dropped], decisions.covers_newer[dropped], decisions.covers_earlier[dropped],

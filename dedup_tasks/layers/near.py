@@ -7,6 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dedup_tasks.fingerprint import kernels
+from dedup_tasks.fingerprint.candidates import ShortTexts
 from dedup_tasks.fingerprint.hashing import codepoints
 from dedup_tasks.layers.base import (
     Drops,
@@ -143,6 +144,42 @@ def shingle_sets(
     offsets = np.zeros(len(per_doc) + 1, np.int64)
     np.cumsum(per_doc, out=offsets[1:])
     return kernels.shingle_hashes(cp, starts, ends, modes, en_words, zh_chars, offsets), offsets
+
+
+# The short-text rule (``candidates.ShortTexts``) reads the characters of a short newer text and of
+# its candidate, which may be longer: a pair whose Jaccard reaches the verifier's floor (0.5) holds no
+# text over twice the other's 5-grams. A longer candidate is judged on its 5-grams.
+SHORT_TEXT_FACTOR = 2
+# Set by the Spark engine, whose driver holds no near-duplicate text: the view of the rows
+# ``short_texts`` reads (null for the others), made by the executors.
+SHORT_TEXT = "_short_text"
+
+
+def short_text_rows(length: np.ndarray, cfg) -> np.ndarray:
+    """Whether rows of these near-view lengths carry their characters for the short-text rule."""
+    return np.asarray(length, np.int64) < SHORT_TEXT_FACTOR * cfg.simhash_min_chars
+
+
+def short_texts(batch: pa.Table, rows: np.ndarray, cfg, cache: NearText | None = None) -> ShortTexts:
+    """The near-view code points of ``rows`` of ``batch`` that ``short_text_rows`` keeps (empty for
+    the others), in that order."""
+    rows = np.asarray(rows, np.int64)
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    if not len(rows):
+        return ShortTexts(np.zeros(0, np.int32), offsets)
+    if SHORT_TEXT in batch.column_names:
+        column = batch.column(SHORT_TEXT).take(pa.array(rows))
+        cp, got = codepoints(column.fill_null(""))
+        return ShortTexts(np.ascontiguousarray(cp, np.int32), np.asarray(got, np.int64))
+    keep = short_text_rows(text_lengths(batch)[rows], cfg)
+    cp, starts, ends, _ = near_text_spans(batch.take(pa.array(rows[keep])), kernels.CHARS, cache=cache)
+    size = np.zeros(len(rows), np.int64)
+    size[keep] = ends - starts
+    np.cumsum(size, out=offsets[1:])
+    to = offsets[:-1][keep]
+    within = np.arange(int(offsets[-1])) - np.repeat(to, ends - starts)
+    out = np.ascontiguousarray(cp[np.repeat(starts, ends - starts) + within], np.int32)
+    return ShortTexts(out, offsets)
 
 
 def number_sets(

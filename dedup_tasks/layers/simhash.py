@@ -35,6 +35,7 @@ from dedup_tasks.layers.near import (
     number_sets,
     passage_runs_of,
     shingle_sets,
+    short_texts,
     strict_rows,
     text_lengths,
     verified_reason,
@@ -92,6 +93,7 @@ class SimHashLayer(Layer):
         return verify_pairs(
             hashes, offsets, inverse[: len(newer)], inverse[len(newer) :], verifier_of(cfg), strict,
             number_sets(batch, involved, ctx.near_text), passage_runs_of(batch, cfg)[newer],
+            short_texts(batch, involved, cfg, ctx.near_text),
         )  # fmt: skip
 
     name = "simhash"

@@ -4,9 +4,69 @@ page over either scheme."""
 
 from __future__ import annotations
 
-from tests.layers.test_near_copies import decisions, long_article
+import numpy as np
+import pytest
+
+from dedup_tasks.config import DedupConfig
+from dedup_tasks.fingerprint.candidates import _replaced_chars
+from dedup_tasks.layers.near import short_texts
+from dedup_tasks.prepare import prepare
+from tests.layers.test_near_copies import CONFIG, decisions, long_article, make_batch, run_hours
 
 LEAD_IN = "BRIEF via Reuters UK energy (automated summary, not reviewed by an editor): "
+ZH_LEAD_IN = "【重庆头条快讯】本条消息由长江快报自动推送，未经编辑审核，仅供参考："
+# Items of one site whose 5-grams differ only in runs as short as two typos' (the verifier's run rule
+# took them for copies): other words in the same places, the headline's end replaced.
+LOOK_ALIKES = (
+    (ZH_LEAD_IN + "蚂蚁借呗可以永久删除", ZH_LEAD_IN + "蚂蚁借呗可以短期借款吗", "zh"),
+    (ZH_LEAD_IN + "不是本人身份证可以开通花呗嘛", ZH_LEAD_IN + "同一张身份证可以开通几个借呗", "zh"),
+    (LEAD_IN + "Foster said the", LEAD_IN + "Snyder said it may", "en"),
+    (LEAD_IN + "The company said if it", LEAD_IN + "The company said the", "en"),
+)
+
+
+def _replaced(a: str, b: str, lang: str) -> int:
+    batch = prepare(make_batch([{"doc_id": "a", "url": "https://a.com/", "content": a, "lang": lang},
+                                {"doc_id": "b", "url": "https://b.com/", "content": b, "lang": lang}]), DedupConfig())  # fmt: skip
+    texts = short_texts(batch, np.arange(2), DedupConfig())
+    return int(_replaced_chars(texts.cp, texts.offsets, 0, 1)[0])
+
+
+def test_a_short_pair_counts_the_characters_both_sides_replaced() -> None:
+    text = LEAD_IN + "Oil prices rise on supply fears, traders said"
+    assert _replaced(text, text.replace("supply", "suppli"), "en") == 1
+    assert _replaced(text, text.replace("prices", "prics").replace("traders", "tradres"), "en") <= 2
+    # What one side alone has is a cut or an insertion, not a replacement.
+    assert _replaced(text, text[:-12], "en") == 0
+    assert _replaced(text, text.replace("rise", "rise sharply"), "en") == 0
+    # A letter the two headlines share by chance does not split what they replaced ("ifit" / "the").
+    assert _replaced(LEAD_IN + "The company said if it", LEAD_IN + "The company said the", "en") == 3
+    assert _replaced(ZH_LEAD_IN + "蚂蚁借呗可以永久删除", ZH_LEAD_IN + "蚂蚁借呗可以短期借款吗", "zh") == 4
+
+
+@pytest.mark.parametrize("across_hours", [False, True])
+def test_short_look_alikes_that_differ_in_short_runs_are_kept(tmp_path, across_hours) -> None:
+    for i, (first, second, lang) in enumerate(LOOK_ALIKES):
+        rows = [{"doc_id": "a", "url": "https://s.com/a", "content": first, "lang": lang},
+                {"doc_id": "b", "url": "https://s.com/b", "content": second, "lang": lang}]  # fmt: skip
+        root = tmp_path / str(i)
+        config = DedupConfig(layers=CONFIG.layers, root=str(root))
+        got, stats = run_hours([rows[:1], rows[1:]] if across_hours else [rows], root, config)[-1]
+        assert got["b"]["action"] == "keep", (second, got["b"]["reason"])
+        # Kept on the texts' characters: the candidate was verified, not missed.
+        assert got["b"]["suspect_doc_id"] == "a" or not across_hours or stats["registry_verified_on_text"] >= 1
+
+
+@pytest.mark.parametrize("across_hours", [False, True])
+def test_short_typo_copies_of_a_lead_in_page_are_dropped_in_the_batch_and_across_hours(tmp_path, across_hours) -> None:
+    for i, (first, _, lang) in enumerate(LOOK_ALIKES):
+        typo = first[:-3] + ("侯" if lang == "zh" else "x") + first[-2:]
+        rows = [{"doc_id": "a", "url": "https://s.com/a", "content": first, "lang": lang},
+                {"doc_id": "b", "url": "https://m.com/b", "content": typo, "lang": lang}]  # fmt: skip
+        root = tmp_path / str(i)
+        config = DedupConfig(layers=CONFIG.layers, root=str(root))
+        got, _ = run_hours([rows[:1], rows[1:]] if across_hours else [rows], root, config)[-1]
+        assert got["b"]["action"] == "drop" and got["b"]["matched_doc_id"] == "a", (typo, got["b"]["reason"])
 
 
 def test_a_short_look_alike_behind_a_site_lead_in_is_kept() -> None:
