@@ -18,7 +18,7 @@ from dedup_tasks.contract import check_rows, conform_schema, repair_text, sort_b
 from dedup_tasks.fingerprint.content_hash import content_hashes
 from dedup_tasks.io import with_template_lines
 from dedup_tasks.layers.base import REASON, NearText, add_reason, escape_input_names, set_column
-from dedup_tasks.layers.near import NEAR_LEN
+from dedup_tasks.layers.near import LEADIN, NEAR_LEN, leadin_column
 from dedup_tasks.normalize import codepoint_kernels as ck
 from dedup_tasks.normalize.arrays import strings_from_spans
 from dedup_tasks.normalize.fold import fold_codepoints, fold_scratch_size
@@ -107,6 +107,8 @@ def prepare_with_text(
     batch = set_column(batch, NEAR_LEN, pa.array(np.asarray(lengths, np.int64), pa.int64()))
     batch = set_column(batch, "_near_text", pa.chunked_array(near_parts, pa.string()) if near_parts else pa.array([], pa.string()))
     batch = set_column(batch, "_lang", pa.array(lang, pa.string()))
+    hosts = np.where(keys.valid, keys.host, "").astype(object)
+    batch = set_column(batch, LEADIN, leadin_column(batch.column("_near_text"), hosts, lengths, config))
     if too_long.any():
         batch = add_reason(batch, too_long, LONG_REASON.format(MAX_NEAR_CHARS))
     return add_reason(batch, repaired, REPAIRED_REASON), near_text

@@ -52,7 +52,13 @@ import pyarrow.compute as pc
 import dedup_tasks
 from dedup_tasks.config import DedupConfig
 from dedup_tasks.contract import NEAR_MISS_JACCARD_MIN, ContractError, check_rows, conform_schema, repair_text
-from dedup_tasks.fingerprint.candidates import SHORT, ShortTexts, facts_veto, verify_pairs
+from dedup_tasks.fingerprint.candidates import (
+    SHORT,
+    ShortTexts,
+    facts_veto,
+    leadin_items_differ,
+    verify_pairs,
+)
 from dedup_tasks.fingerprint.hashing import codepoints
 from dedup_tasks.fingerprint.minhash import (
     EN_CHAR_SHINGLES,
@@ -88,7 +94,16 @@ from dedup_tasks.layers.minhash import (
     minhash_rows,
     verifier_of,
 )
-from dedup_tasks.layers.near import NEAR_LEN, SHORT_TEXT, number_sets, passage_runs, short_text_rows
+from dedup_tasks.layers.near import (
+    LEADIN,
+    NEAR_LEN,
+    SHORT_TEXT,
+    leadin_column,
+    leadins_of,
+    number_sets,
+    passage_runs,
+    short_text_rows,
+)
 from dedup_tasks.layers.simhash import SIMHASH_WORD_NGRAM, SIMHASH_ZH_FEATURES, SimHashLayer, simhash_rows
 from dedup_tasks.pipeline import (
     LONG_REASON,
@@ -112,7 +127,7 @@ ENGINE_COLUMNS = ("_spark_simhash", "_spark_minhash", "_spark_shingles", "_spark
 # (read back only for the few rows with a registry MinHash hit).
 _DRIVER_COLUMNS = (
     "doc_id", "fetched_us", "url_key", "url_valid", "url_reason", "ch_hi", "ch_lo", "repaired", "near_text", "lang",
-    "near_len", "too_long", "simhash", "sig", "shingles", "reg_bands", "short_text",
+    "near_len", "too_long", "simhash", "sig", "shingles", "reg_bands", "short_text", "host",
 )  # fmt: skip
 
 # Spark has no unsigned integers: 64-bit keys and hashes travel as the int64 with the same bits.
@@ -585,7 +600,7 @@ def compute(
     # one batch at a time, however many hours the job covers.
     rows_dir = work / "rows"
     (
-        rows.drop("lines", "host")
+        rows.drop("lines")
         .join(fp, ["batch_id", "doc_id"])
         .write.mode("overwrite")
         .partitionBy("batch_id")
@@ -696,13 +711,18 @@ class SparkMinHashLayer(MinHashLayer):
         ok = np.where(verified, _strict_verdict(verifier, ok, jac, cn, ce, strict[newer]), est >= cfg.minhash_threshold)
         # The facts check reads the numbers of the driver's near text, as the single-node stream does.
         ok = np.where(verified, facts_veto(verifier, numbers, newer, earlier, jac, ok, strict[newer]), ok)
+        # Site lead-ins are the batch's (this driver's), so their rule is applied here, on the short texts.
+        leadin = leadins_of(batch)
+        short = np.flatnonzero(verified & ok & (strict[newer] == SHORT) & (leadin[newer] > 0))
+        if len(short) and texts is not None:
+            ok[short] = ~leadin_items_differ(texts, newer[short], earlier[short], leadin[newer[short]])
         return resolve_pairs(
             batch.num_rows, newer, earlier, pairs.column("mh_band").take(pick).to_numpy(), np.where(verified, jac, est), ok,
             np.where(verified, cn, np.nan), np.where(verified, ce, np.nan), active, NEAR_MISS_JACCARD_MIN,
         )  # fmt: skip
 
 
-def _prepared(rows: pa.Table, source: str) -> pa.Table:
+def _prepared(rows: pa.Table, source: str, config: DedupConfig) -> pa.Table:
     """The layer view ``pipeline.prepare`` would build, from the executors' columns, in batch order."""
     rows = rows.sort_by([("fetched_us", "ascending"), ("doc_id", "ascending")])
     n = rows.num_rows
@@ -730,6 +750,8 @@ def _prepared(rows: pa.Table, source: str) -> pa.Table:
             "_spark_shingles": rows.column("shingles"),
             "_spark_registry_bands": rows.column("reg_bands"),
             SHORT_TEXT: rows.column("short_text"),
+            # Site lead-ins need the whole batch's short texts of each host: made here, as prepare does.
+            LEADIN: leadin_column(rows.column("short_text"), rows.column("host").to_numpy(zero_copy_only=False), near_len, config),
         }
     )
     too_long = rows.column("too_long").to_numpy(zero_copy_only=False).astype(bool)
@@ -759,7 +781,7 @@ def run_spark_batch(
     started_at = datetime.now(UTC).isoformat()
     ctx = LayerContext(batch_id, config, registry)
     registry.begin(batch_id)
-    view = _prepared(rows, f"batch {batch_id}")
+    view = _prepared(rows, f"batch {batch_id}", config)
     extra = {"engine": "spark", **(spark_stats or {})}
     if pairs is not None:
         # What the driver got instead of every document's shingle set.

@@ -17,6 +17,7 @@ from numba import njit
 
 import dedup_tasks.kernel_cache  # noqa: F401  (keys the numba cache on every kernel file)
 from dedup_tasks.fingerprint.kernels import hash_slot, hash_table_size
+from dedup_tasks.fingerprint.leadin import LEADIN_MIN_CHARS
 from dedup_tasks.fingerprint.numbers import facts_differ, pair_facts_differ
 
 _NO_SETS = np.empty(0, np.uint32)
@@ -543,6 +544,45 @@ def _replaced_chars(cp, cp_off, d, c):
 
 
 @njit(cache=True)
+def _levenshtein(a, b):
+    row = np.arange(len(b) + 1, dtype=np.int64)
+    for i in range(len(a)):
+        diagonal = row[0]
+        row[0] = i + 1
+        for j in range(len(b)):
+            above = row[j + 1]
+            row[j + 1] = min(above + 1, row[j] + 1, diagonal + (a[i] != b[j]))
+            diagonal = above
+    return row[len(b)]
+
+
+@njit(cache=True)
+def _leadin_items_differ(cp, cp_off, lead, d, c):
+    """Whether two items behind one site lead-in differ in more than noise: past the part of d's lead-in
+    (``fingerprint.leadin``: its first ``lead`` code points) that c shares, if that is a lead-in's
+    length still, what follows is more than SHORT_REPLACED_CHARS character edits apart (spaces aside),
+    or SHORT_REPLACED_SHARE of the longer item if more. There a cut or an added word is another
+    item, not a truncated repost."""
+    if lead < LEADIN_MIN_CHARS or len(cp_off) <= max(d, c) + 1:
+        return False
+    lo_d, hi_d, lo_c, hi_c = cp_off[d], cp_off[d + 1], cp_off[c], cp_off[c + 1]
+    shared = 0
+    limit = min(lead, hi_d - lo_d, hi_c - lo_c)
+    while shared < limit and cp[lo_d + shared] == cp[lo_c + shared]:
+        shared += 1
+    if shared < LEADIN_MIN_CHARS:
+        return False
+    lead = shared
+    a = cp[lo_d + lead : hi_d]
+    b = cp[lo_c + lead : hi_c]
+    a = a[a != 32]
+    b = b[b != 32]
+    if len(a) > SHORT_ALIGN_MAX or len(b) > SHORT_ALIGN_MAX:
+        return True
+    return _levenshtein(a, b) > max(SHORT_REPLACED_CHARS, SHORT_REPLACED_SHARE * max(len(a), len(b)))
+
+
+@njit(cache=True)
 def _short_items_differ(hashes, offsets, cp, cp_off, d, c):
     """Whether the short pair (d, c) replaced more than a typo's worth: on their characters where
     ``cp`` holds both (``ShortTexts``), else on their 5-grams (``_short_replaced``)."""
@@ -551,6 +591,21 @@ def _short_items_differ(hashes, offsets, cp, cp_off, d, c):
     else:
         replaced, rest = _short_replaced(hashes, offsets, d, c)
     return replaced > max(SHORT_REPLACED_CHARS, SHORT_REPLACED_SHARE * rest)
+
+
+def leadin_items_differ(texts: ShortTexts, newer: np.ndarray, earlier: np.ndarray, leadin: np.ndarray) -> np.ndarray:
+    """``_leadin_items_differ`` of the pairs (newer[i], earlier[i]) of ``texts``, ``leadin`` per pair (its newer's)."""
+    return _pairs_leadin_differ(
+        *_text_arrays(texts), np.asarray(newer, np.int64), np.asarray(earlier, np.int64), np.asarray(leadin, np.int64)
+    )
+
+
+@njit(cache=True)
+def _pairs_leadin_differ(cp, cp_off, newer, earlier, leadin):
+    out = np.zeros(len(newer), np.bool_)
+    for i in range(len(newer)):
+        out[i] = _leadin_items_differ(cp, cp_off, leadin[i], newer[i], earlier[i])
+    return out
 
 
 def short_replaced(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -582,14 +637,18 @@ def _short_noise_only(hashes, offsets, table, d, c):
 
 
 @njit(cache=True)
-def _refused_by_bounds(hashes, offsets, table, d, c, c_new, strict_d, run_d, cp, cp_off):
+def _refused_by_bounds(hashes, offsets, table, d, c, c_new, strict_d, run_d, cp, cp_off, lead_d):
     """Whether the pair (newer d, earlier c) that ``_overlap`` last put in ``table`` and the rules
     accepted is still no copy: a short text whose differences are not noise, or a newer text that adds
     a whole article (the constants above)."""
     if strict_d == SHORT:
         a, _ = _longest_miss(hashes, offsets, table, d, IN_B, 0, True)
         b, _ = _longest_miss(hashes, offsets, table, c, IN_A, 0, True)
-        return (max(a, b) > SHORT_TYPO_RUN and min(a, b) > SHORT_JOIN_RUN) or _short_items_differ(hashes, offsets, cp, cp_off, d, c)
+        return (
+            (max(a, b) > SHORT_TYPO_RUN and min(a, b) > SHORT_JOIN_RUN)
+            or _short_items_differ(hashes, offsets, cp, cp_off, d, c)
+            or _leadin_items_differ(cp, cp_off, lead_d, d, c)
+        )
     if 1.0 - c_new < ADDED_MIN_SHARE:
         return False
     longest, total = _longest_miss(hashes, offsets, table, d, IN_B, ADDED_BRIDGE, False)
@@ -638,6 +697,7 @@ def _by_passages(hashes, offsets, table, d, c, rule, added_run):
 def verify_pairs(
     hashes: np.ndarray, offsets: np.ndarray, newer: np.ndarray, earlier: np.ndarray, verifier: Verifier, strict: np.ndarray,
     numbers: tuple[np.ndarray, np.ndarray] | None = None, runs: np.ndarray | None = None, texts: ShortTexts | None = None,
+    leadin: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The verifier on pairs of documents whose shingle sets are at hand (``pair_overlap``'s layout):
     (accepted, Jaccard, covers newer, covers earlier), the in-batch rule of ``stream_minhash``
@@ -663,7 +723,9 @@ def verify_pairs(
     bounded = np.flatnonzero(ok & ~(strict >= 0))
     if len(bounded):
         run = LONG_RUN if runs is None else runs
-        ok[bounded] = ~_check_pairs(REFUSED_BY_BOUNDS, hashes, offsets, newer, earlier, bounded, rule, run, covers_newer, strict, texts)
+        ok[bounded] = ~_check_pairs(
+            REFUSED_BY_BOUNDS, hashes, offsets, newer, earlier, bounded, rule, run, covers_newer, strict, texts, leadin
+        )
     return ok, jac, covers_newer, covers_earlier
 
 
@@ -737,7 +799,7 @@ BY_PASSAGES, SHORT_NOISE_ONLY, REFUSED_BY_BOUNDS = 0, 1, 2  # what ``_pair_check
 
 
 @njit(cache=True)
-def _pair_check(hashes, offsets, newer, earlier, check, rule, added_run, covers_newer, strict, cp, cp_off):
+def _pair_check(hashes, offsets, newer, earlier, check, rule, added_run, covers_newer, strict, cp, cp_off, lead):
     """One of the stream's per-pair checks on each (newer[i], earlier[i]), the pair's overlap put in
     the table first: ``_by_passages`` (the passage verdict), ``_short_noise_only`` or
     ``_refused_by_bounds`` (per pair: ``added_run``, ``covers_newer``, ``strict``)."""
@@ -751,12 +813,15 @@ def _pair_check(hashes, offsets, newer, earlier, check, rule, added_run, covers_
         elif check == SHORT_NOISE_ONLY:
             out[i] = _short_noise_only(hashes, offsets, table, d, c)
         else:
-            out[i] = _refused_by_bounds(hashes, offsets, table, d, c, covers_newer[i], strict[i], added_run[i], cp, cp_off)
+            out[i] = _refused_by_bounds(
+                hashes, offsets, table, d, c, covers_newer[i], strict[i], added_run[i], cp, cp_off, lead[i]
+            )
     return out
 
 
 def _check_pairs(
-    check: int, hashes, offsets, newer, earlier, rows, rule, added_run, covers_newer, strict, texts: ShortTexts | None = None
+    check: int, hashes, offsets, newer, earlier, rows, rule, added_run, covers_newer, strict, texts: ShortTexts | None = None,
+    leadin: np.ndarray | None = None,
 ) -> np.ndarray:
     """``_pair_check`` on the pairs ``rows`` of (newer, earlier); the per-pair arrays are taken at ``rows``."""
     def at(values, dtype):
@@ -765,6 +830,7 @@ def _check_pairs(
     return _pair_check(
         np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), at(newer, np.int64), at(earlier, np.int64), check,
         rule, at(added_run, np.int64), at(covers_newer, np.float64), at(strict, np.float64), *_text_arrays(texts),
+        at(0 if leadin is None else leadin, np.int64),
     )  # fmt: skip
 
 
@@ -794,7 +860,7 @@ def _pair_overlap(hashes, offsets, a, b):
 @njit(cache=True)
 def _stream(
     keys, active, values, is_simhash, max_distance, min_jaccard, suspect_bound, hashes, hash_off, exact_floor, exact_ceiling,
-    strict, rule, nums, num_off, runs, cp, cp_off,
+    strict, rule, nums, num_off, runs, cp, cp_off, leadin,
 ):
     n, n_bands = keys.shape
     table = _pair_table(hash_off)
@@ -867,7 +933,8 @@ def _stream(
                                 ok = not facts_differ(nums, num_off, d, c, int(rule[7]), share, int(rule[10]))
                             if ok and not strict[d] >= 0:
                                 ok = not _refused_by_bounds(
-                                    hashes, hash_off, table, d, c, c_new, strict[d], runs[d] if len(runs) else LONG_RUN, cp, cp_off
+                                    hashes, hash_off, table, d, c, c_new, strict[d], runs[d] if len(runs) else LONG_RUN, cp, cp_off,
+                                    leadin[d] if len(leadin) else 0,
                                 )
                         else:
                             if len(hash_off) > 0 and exact_floor <= s < exact_ceiling:
@@ -914,7 +981,7 @@ def stream_simhash(
     out = _stream(
         np.ascontiguousarray(keys), active.astype(np.bool_), simhash.reshape(-1, 1), True,
         int(max_distance), 2.0, float(suspect_max_distance), _NO_SETS, _NO_OFFSETS, 2.0, 2.0,
-        np.full(len(simhash), np.nan), _NO_RULE, _NO_NUMBERS, _NO_OFFSETS, _NO_OFFSETS, _NO_CHARS, _NO_OFFSETS,
+        np.full(len(simhash), np.nan), _NO_RULE, _NO_NUMBERS, _NO_OFFSETS, _NO_OFFSETS, _NO_CHARS, _NO_OFFSETS, _NO_OFFSETS,
     )
     return StreamResult(*out)
 
@@ -933,6 +1000,7 @@ def stream_minhash(
     numbers: tuple[np.ndarray, np.ndarray] | None = None,
     runs: np.ndarray | None = None,
     texts: ShortTexts | None = None,
+    leadin: np.ndarray | None = None,
 ) -> StreamResult:
     """Jaccard >= threshold against earlier kept rows sharing an LSH band.
 
@@ -946,7 +1014,8 @@ def stream_minhash(
     needs instead); the coverage of each match is returned with it. ``numbers`` (per-row number
     hashes and offsets) enable the verifier's facts check; ``runs`` (per row, ``layers.near.passage_runs``)
     is the passage rule's added-run length for the row as the newer of a pair (None: ``LONG_RUN``);
-    ``texts`` the short rows' characters (``ShortTexts``, same indexing) for the short-text rule.
+    ``texts`` the short rows' characters (``ShortTexts``, same indexing) for the short-text rules,
+    ``leadin`` (per row) the code points of its site lead-in (``fingerprint.leadin``).
     """
     sets, set_off = shingles if shingles is not None else (_NO_SETS, _NO_OFFSETS)
     rule = verifier.rule if verifier is not None and shingles is not None else _NO_RULE
@@ -958,5 +1027,6 @@ def stream_minhash(
         sets, set_off, float(exact_floor), float(exact_ceiling), strict, rule,
         np.ascontiguousarray(nums, np.uint64), np.asarray(num_off, np.int64),
         _NO_OFFSETS if runs is None else np.ascontiguousarray(runs, np.int64), *_text_arrays(texts),
+        _NO_OFFSETS if leadin is None else np.ascontiguousarray(leadin, np.int64),
     )
     return StreamResult(*out)

@@ -61,6 +61,7 @@ from dedup_tasks.layers.base import (
 from dedup_tasks.layers.near import (
     NearDupDecisions,
     chunks,
+    leadins_of,
     near_text_spans,
     number_sets,
     passage_runs_of,
@@ -320,19 +321,20 @@ def _join(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) ->
 def verify_on_text(
     row_sets: tuple[np.ndarray, np.ndarray], numbers: tuple[np.ndarray, np.ndarray], rows: np.ndarray,
     earlier: EarlierText, verifier: Verifier, strict: np.ndarray, runs: np.ndarray | None = None,
-    row_texts: ShortTexts | None = None,
+    row_texts: ShortTexts | None = None, leadin: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The in-batch verifier on (batch row rows[i], earlier document earlier.index[i]) pairs whose
     earlier text was found: (accepted, Jaccard, covers newer, covers earlier). ``row_sets`` are the
     shingle sets of ``np.unique(rows)`` in that order, ``numbers`` the batch rows' number sets, ``runs``
     the passage run length of each pair (its batch row's), ``row_texts`` the short characters of
-    ``np.unique(rows)`` (None: the short-text rule reads 5-grams)."""
+    ``np.unique(rows)`` (None: the short-text rule reads 5-grams), ``leadin`` each pair's batch row's
+    site lead-in (``near.leadins_of``)."""
     uniq, inverse = np.unique(rows, return_inverse=True)
     hashes, offsets = _join(row_sets, (earlier.hashes, earlier.offsets))
     nums = _join(_gather(numbers, uniq), earlier.numbers)
     earlier_rows = len(uniq) + earlier.index[earlier.index >= 0]
     texts = None if row_texts is None else row_texts.join(earlier.texts)
-    return verify_pairs(hashes, offsets, inverse, earlier_rows, verifier, strict, nums, runs, texts)
+    return verify_pairs(hashes, offsets, inverse, earlier_rows, verifier, strict, nums, runs, texts, leadin)
 
 
 class MinHashLayer(Layer):
@@ -411,7 +413,7 @@ class MinHashLayer(Layer):
         return stream_minhash(
             keys, sig, active, cfg.minhash_threshold, NEAR_MISS_JACCARD_MIN, sets,
             exact_floor=VERIFY_FLOOR, verifier=verifier, strict=strict, numbers=numbers, runs=passage_runs_of(batch, cfg),
-            texts=texts,
+            texts=texts, leadin=leadins_of(batch),
         )  # fmt: skip
 
     def run(self, batch: pa.Table, ctx: LayerContext) -> LayerOutput:
@@ -483,6 +485,7 @@ class MinHashLayer(Layer):
                     ok_t, jac_t, new_t, old_t = verify_on_text(
                         self.sets_of(np.unique(rows[got]), sets, batch), numbers, rows[got], earlier, verifier, strict[rows[got]],
                         passage_runs_of(batch, cfg)[rows[got]], None if texts is None else texts.take(np.unique(rows[got])),
+                        leadins_of(batch)[rows[got]],
                     )
                     ok[got], jac[got], covers[0][got], covers[1][got] = ok_t, jac_t, new_t, old_t
                     how[got] = ON_TEXT

@@ -155,6 +155,28 @@ SHORT_TEXT_FACTOR = 2
 SHORT_TEXT = "_short_text"
 
 
+# Per row the code points of its site lead-in in the near view (``fingerprint.leadin``; 0: none),
+# written by prepare (and by the Spark driver from the executors' short texts).
+LEADIN = "_leadin"
+
+
+def leadins_of(batch: pa.Table) -> np.ndarray:
+    if LEADIN in batch.column_names:
+        return column_np(batch, LEADIN).astype(np.int64)
+    return np.zeros(batch.num_rows, np.int64)
+
+
+def leadin_column(texts: pa.Array | pa.ChunkedArray, hosts: np.ndarray, length: np.ndarray, cfg) -> pa.Array:
+    """``LEADIN`` of rows with these near views, hosts ("" when the URL is invalid) and view lengths:
+    lead-ins of the texts under ``simhash_min_chars`` of each host."""
+    from dedup_tasks.fingerprint.leadin import site_leadins
+    from dedup_tasks.normalize.text import site_codes_of
+
+    hosts = np.asarray(hosts, object)
+    eligible = (np.asarray(length, np.int64) < cfg.simhash_min_chars) & (hosts != "")
+    return pa.array(site_leadins(texts, site_codes_of(hosts), eligible), pa.int32())
+
+
 def short_text_rows(length: np.ndarray, cfg) -> np.ndarray:
     """Whether rows of these near-view lengths carry their characters for the short-text rule."""
     return np.asarray(length, np.int64) < SHORT_TEXT_FACTOR * cfg.simhash_min_chars

@@ -31,6 +31,7 @@ from dedup_tasks.layers.minhash import verifier_of
 from dedup_tasks.layers.near import (
     NearDupDecisions,
     chunks,
+    leadins_of,
     near_text_spans,
     number_sets,
     passage_runs_of,
@@ -93,7 +94,7 @@ class SimHashLayer(Layer):
         return verify_pairs(
             hashes, offsets, inverse[: len(newer)], inverse[len(newer) :], verifier_of(cfg), strict,
             number_sets(batch, involved, ctx.near_text), passage_runs_of(batch, cfg)[newer],
-            short_texts(batch, involved, cfg, ctx.near_text),
+            short_texts(batch, involved, cfg, ctx.near_text), leadins_of(batch)[newer],
         )  # fmt: skip
 
     name = "simhash"

@@ -5,6 +5,7 @@ page over either scheme."""
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from dedup_tasks.config import DedupConfig
@@ -131,3 +132,40 @@ def test_a_two_sentence_insertion_is_dropped(en_articles) -> None:
     inserted = "\n".join(paragraphs[:middle] + [". ".join(sentences) + "."] + paragraphs[middle:])
     new = _refetch(first, inserted, "https://a.com/story", "https://b.com/copy")
     assert new["action"] == "drop" and new["matched_doc_id"] == "old", new["reason"]
+
+
+def test_a_site_lead_in_is_a_prefix_three_distinct_short_texts_of_the_host_share() -> None:
+    from dedup_tasks.fingerprint.leadin import LEADIN_MIN_CHARS, site_leadins
+
+    items = [LEAD_IN + h for h in ("Centrica wins licence", "Drax profit falls", "SSE cuts outlook")]
+    texts = [*items, items[0], LEAD_IN + "Centrica wins", "Short one", "Short two"]
+    sites = np.array([0, 0, 0, 0, 1, 2, 2])
+    got = site_leadins(pa.array(texts), sites, np.ones(len(texts), bool))
+    # The three items share the lead-in (and no more); a refetch of one counts once.
+    assert got[:4].tolist() == [len(LEAD_IN)] * 4
+    # One page of another host, or two of a third, make no lead-in; nor a shared prefix under the minimum.
+    assert got[4:].tolist() == [0, 0, 0]
+    assert len("Short ") < LEADIN_MIN_CHARS
+    two = site_leadins(pa.array(items[:2] + [items[0]]), np.zeros(3, np.int64), np.ones(3, bool))
+    assert two.tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("across_hours", [False, True])
+def test_a_headline_that_is_a_cut_of_another_behind_a_site_lead_in_is_kept(tmp_path, across_hours) -> None:
+    site = [{"doc_id": f"s{i}", "url": f"https://s.com/{i}", "content": LEAD_IN + h}
+            for i, h in enumerate(("Drax profit falls", "SSE cuts outlook"))]  # fmt: skip
+    first = {"doc_id": "a", "url": "https://s.com/a", "content": LEAD_IN + "The company also said"}
+    cut = {"doc_id": "b", "url": "https://s.com/b", "content": LEAD_IN + "The company also"}
+    # A typo repost of the first on a mirror that reposts the site's items is still a copy.
+    mirror = [{"doc_id": f"m{i}", "url": f"https://m.com/{i}", "content": LEAD_IN + h}
+              for i, h in enumerate(("Drax profit fals", "SSE cuts outlok"))]  # fmt: skip
+    typo = {"doc_id": "t", "url": "https://m.com/t", "content": LEAD_IN + "The compamy also said"}
+    # A lead-in is the batch's: the site's items of the newer hour make it there.
+    later = [{"doc_id": f"l{i}", "url": f"https://s.com/l{i}", "content": LEAD_IN + h}
+             for i, h in enumerate(("Ofgem caps tariffs", "BP sells stake"))]  # fmt: skip
+    hours = [[first, *site], [cut, typo, *later, *mirror]] if across_hours else [[first, *site, cut, typo, *mirror]]
+    root = tmp_path / "run"
+    got, _ = run_hours(hours, root, DedupConfig(layers=CONFIG.layers, root=str(root)))[-1]
+    assert got["b"]["action"] == "keep", got["b"]["reason"]
+    assert got["t"]["action"] == "drop" and got["t"]["matched_doc_id"] == "a", got["t"]["reason"]
+    assert all(got[f"m{i}"]["action"] == "drop" for i in range(2))
