@@ -431,6 +431,9 @@ SHORT_REPLACED_SHARE = 0.15
 SHORT_ALIGN_MAX = 256
 # A shared run of fewer characters inside a differing stretch is chance, not an anchor of the alignment.
 SHORT_ANCHOR_CHARS = 2
+# A differing stretch this long or longer (one 5-character window) may be moved material (a swapped
+# paragraph, cut into pieces by the chance anchors of the alignment), which replaces nothing.
+SHORT_MOVED_MIN_CHARS = 5
 
 
 @njit(cache=True)
@@ -526,7 +529,7 @@ def _replaced_chars(cp, cp_off, d, c):
             i += 1
             j += 1
             if run == SHORT_ANCHOR_CHARS:
-                replaced += min(ga, gb)
+                replaced += _stretch_replaced(a, b, p + i - run, p + j - run, ga, gb)
                 ga = 0
                 gb = 0
             continue
@@ -540,7 +543,32 @@ def _replaced_chars(cp, cp_off, d, c):
         else:
             gb += 1
             j += 1
-    return replaced + min(ga, gb), rest
+    return replaced + _stretch_replaced(a, b, p + i - run, p + j - run, ga, gb), rest
+
+
+@njit(cache=True)
+def _stretch_replaced(a, b, a_end, b_end, ga, gb):
+    """What a differing stretch (a[a_end - ga:a_end] against b[b_end - gb:b_end]) replaced: its shorter
+    side, unless one side is material the other text holds elsewhere (a moved paragraph: half its
+    5-character windows or more occur in the other text), which then counts as one-sided."""
+    if ga == 0 or gb == 0:
+        return 0
+    if _held_elsewhere(a, a_end - ga, a_end, b) or _held_elsewhere(b, b_end - gb, b_end, a):
+        return 0
+    return min(ga, gb)
+
+
+@njit(cache=True)
+def _held_elsewhere(x, lo, hi, y):
+    if hi - lo < SHORT_MOVED_MIN_CHARS:
+        return False
+    found = 0
+    for k in range(lo, hi - 4):
+        for m in range(len(y) - 4):
+            if x[k] == y[m] and x[k + 1] == y[m + 1] and x[k + 2] == y[m + 2] and x[k + 3] == y[m + 3] and x[k + 4] == y[m + 4]:
+                found += 1
+                break
+    return 2 * found >= hi - lo - 4
 
 
 @njit(cache=True)

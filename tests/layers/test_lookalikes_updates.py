@@ -40,6 +40,9 @@ def test_a_short_pair_counts_the_characters_both_sides_replaced() -> None:
     # What one side alone has is a cut or an insertion, not a replacement.
     assert _replaced(text, text[:-12], "en") == 0
     assert _replaced(text, text.replace("rise", "rise sharply"), "en") == 0
+    # Paragraphs swapped and the last cut: the moved one is held elsewhere in the other text.
+    report = "Net loss 347,849 vs loss 103,489\n\nShr loss 12 cts vs loss five cts\n\nSales 222,697 vs 150,534"
+    assert _replaced("Shr loss 12 cts vs loss five cts\n\nNet loss 347,849 vs loss 103,489", report, "en") == 0
     # A letter the two headlines share by chance does not split what they replaced ("ifit" / "the").
     assert _replaced(LEAD_IN + "The company said if it", LEAD_IN + "The company said the", "en") == 3
     assert _replaced(ZH_LEAD_IN + "蚂蚁借呗可以永久删除", ZH_LEAD_IN + "蚂蚁借呗可以短期借款吗", "zh") == 4
