@@ -25,6 +25,7 @@ KERNEL_FILES: tuple[str, ...] = (
     "engines/pairs.py",
     "fingerprint/candidates.py",
     "fingerprint/kernels.py",
+    "fingerprint/leadin.py",
     "fingerprint/numbers.py",
     "fingerprint/stoplist.py",
     "normalize/codepoint_kernels.py",

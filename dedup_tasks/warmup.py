@@ -30,6 +30,13 @@ _EN = (
     "The mayor said the plan balances the needs of every district without raising taxes."
 )
 _ZH = "市政府周二通过了新的预算方案，重点用于道路维修和公共交通。居民代表希望增加学校和公园的经费。市长表示这项计划兼顾了各区的需要，同时不会提高税收。"
+# Short items of one site behind its lead-in, and a typo repost: the short-text and lead-in kernels.
+_BRIEFS = (
+    "City brief (automated summary, not reviewed): Council approves budget",
+    "City brief (automated summary, not reviewed): Library opens late",
+    "City brief (automated summary, not reviewed): Road repairs start",
+    "City brief (automated summary, not reviewed): Council approves budgte",
+)
 
 
 def _batch() -> pa.Table:
@@ -49,6 +56,9 @@ def _batch() -> pa.Table:
                 "fetched_at": t0 + timedelta(seconds=i),
             }
         )
+    for i, text in enumerate(_BRIEFS):
+        rows.append({"doc_id": f"warmup-brief-{i}", "url": f"https://briefs.invalid/{i}", "title": None, "content": text,
+                     "fetched_at": t0 + timedelta(seconds=100 + i)})  # fmt: skip
     table = pa.Table.from_pylist(rows)
     return table.set_column(4, "fetched_at", table.column("fetched_at").cast(pa.timestamp("us", tz="UTC")))
 
@@ -58,12 +68,13 @@ def _dispatchers() -> list:
 
     import dedup_tasks.fingerprint.candidates as candidates
     import dedup_tasks.fingerprint.kernels as kernels
+    import dedup_tasks.fingerprint.leadin as leadin
     import dedup_tasks.normalize.codepoint_kernels as codepoint_kernels
     import dedup_tasks.normalize.fold as fold
     import dedup_tasks.registry._bandblocks as bandblocks
     import dedup_tasks.registry._bandjoin as bandjoin
 
-    modules = (kernels, candidates, codepoint_kernels, fold, bandjoin, bandblocks)
+    modules = (kernels, candidates, leadin, codepoint_kernels, fold, bandjoin, bandblocks)
     return [f for m in modules for f in vars(m).values() if isinstance(f, CPUDispatcher)]
 
 
