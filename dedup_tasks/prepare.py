@@ -107,8 +107,7 @@ def prepare_with_text(
     batch = set_column(batch, NEAR_LEN, pa.array(np.asarray(lengths, np.int64), pa.int64()))
     batch = set_column(batch, "_near_text", pa.chunked_array(near_parts, pa.string()) if near_parts else pa.array([], pa.string()))
     batch = set_column(batch, "_lang", pa.array(lang, pa.string()))
-    hosts = np.where(keys.valid, keys.host, "").astype(object)
-    batch = set_column(batch, LEADIN, leadin_column(batch.column("_near_text"), hosts, lengths, config))
+    batch = set_column(batch, LEADIN, leadin_column(batch.column("_near_text"), site_codes, keys.valid, lengths, config))
     if too_long.any():
         batch = add_reason(batch, too_long, LONG_REASON.format(MAX_NEAR_CHARS))
     return add_reason(batch, repaired, REPAIRED_REASON), near_text

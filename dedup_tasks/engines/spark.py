@@ -105,6 +105,7 @@ from dedup_tasks.layers.near import (
     short_text_rows,
 )
 from dedup_tasks.layers.simhash import SIMHASH_WORD_NGRAM, SIMHASH_ZH_FEATURES, SimHashLayer, simhash_rows
+from dedup_tasks.normalize.text import site_codes_of
 from dedup_tasks.pipeline import (
     LONG_REASON,
     MAX_NEAR_CHARS,
@@ -731,6 +732,7 @@ def _prepared(rows: pa.Table, source: str, config: DedupConfig) -> pa.Table:
         source,
     )
     near_len = rows.column("near_len").to_numpy()
+    hosts = rows.column("host").to_numpy(zero_copy_only=False).astype(object)
     view = pa.table(
         {
             "doc_id": rows.column("doc_id"),
@@ -751,7 +753,7 @@ def _prepared(rows: pa.Table, source: str, config: DedupConfig) -> pa.Table:
             "_spark_registry_bands": rows.column("reg_bands"),
             SHORT_TEXT: rows.column("short_text"),
             # Site lead-ins need the whole batch's short texts of each host: made here, as prepare does.
-            LEADIN: leadin_column(rows.column("short_text"), rows.column("host").to_numpy(zero_copy_only=False), near_len, config),
+            LEADIN: leadin_column(rows.column("short_text"), site_codes_of(hosts), hosts != "", near_len, config),
         }
     )
     too_long = rows.column("too_long").to_numpy(zero_copy_only=False).astype(bool)

@@ -19,6 +19,7 @@ import dedup_tasks.kernel_cache  # noqa: F401  (keys the numba cache on every ke
 from dedup_tasks.fingerprint.kernels import hash_slot, hash_table_size
 from dedup_tasks.fingerprint.leadin import LEADIN_MIN_CHARS
 from dedup_tasks.fingerprint.numbers import facts_differ, pair_facts_differ
+from dedup_tasks.normalize.arrays import concat_ragged, gather_spans
 
 _NO_SETS = np.empty(0, np.uint32)
 _NO_OFFSETS = np.empty(0, np.int64)
@@ -38,17 +39,11 @@ class ShortTexts:
     def take(self, rows: np.ndarray) -> ShortTexts:
         """Documents ``rows``, in that order."""
         rows = np.asarray(rows, np.int64)
-        size = self.offsets[rows + 1] - self.offsets[rows]
-        offsets = np.zeros(len(rows) + 1, np.int64)
-        np.cumsum(size, out=offsets[1:])
-        within = np.arange(int(offsets[-1])) - np.repeat(offsets[:-1], size)
-        return ShortTexts(self.cp[np.repeat(self.offsets[rows], size) + within], offsets)
+        return ShortTexts(*gather_spans(self.cp, self.offsets[rows], self.offsets[rows + 1]))
 
     def join(self, other: ShortTexts) -> ShortTexts:
         """These documents, then ``other``'s (as shingle sets are joined)."""
-        return ShortTexts(
-            np.concatenate([self.cp, other.cp]), np.concatenate([self.offsets, self.offsets[-1] + other.offsets[1:]])
-        )
+        return ShortTexts(*concat_ragged((self.cp, self.offsets), (other.cp, other.offsets)))
 
 
 def _text_arrays(texts: ShortTexts | None) -> tuple[np.ndarray, np.ndarray]:
@@ -437,37 +432,51 @@ SHORT_MOVED_MIN_CHARS = 5
 
 
 @njit(cache=True)
+def _shared_ends(a, b):
+    """(shared prefix, shared suffix not overlapping it) of sequences a and b, and what each has between."""
+    na, nb = len(a), len(b)
+    p = 0
+    while p < na and p < nb and a[p] == b[p]:
+        p += 1
+    s = 0
+    while s < na - p and s < nb - p and a[na - 1 - s] == b[nb - 1 - s]:
+        s += 1
+    return p, s, na - p - s, nb - p - s
+
+
+@njit(cache=True)
+def _lcs_table(a, b, p, ma, mb):
+    """Longest common subsequence lengths of the suffixes of a[p:p + ma] and b[p:p + mb]."""
+    lcs = np.zeros((ma + 1, mb + 1), np.int32)
+    for i in range(ma - 1, -1, -1):
+        for j in range(mb - 1, -1, -1):
+            if a[p + i] == b[p + j]:
+                lcs[i, j] = lcs[i + 1, j + 1] + 1
+            else:
+                lcs[i, j] = max(lcs[i + 1, j], lcs[i, j + 1])
+    return lcs
+
+
+@njit(cache=True)
 def _short_replaced(hashes, offsets, d, c):
     """(characters replaced, characters past the shared prefix or suffix) of the short pair (d, c):
     the stretches of a longest common subsequence of their 5-gram positions where both sides differ."""
-    a0, a1, b0, b1 = offsets[d], offsets[d + 1], offsets[c], offsets[c + 1]
-    na, nb = a1 - a0, b1 - b0
-    p = 0
-    while p < na and p < nb and hashes[a0 + p] == hashes[b0 + p]:
-        p += 1
-    s = 0
-    while s < na - p and s < nb - p and hashes[a1 - 1 - s] == hashes[b1 - 1 - s]:
-        s += 1
-    rest = max(na, nb) - max(p, s)
-    ma, mb = na - p - s, nb - p - s
+    a = hashes[offsets[d] : offsets[d + 1]]
+    b = hashes[offsets[c] : offsets[c + 1]]
+    p, s, ma, mb = _shared_ends(a, b)
+    rest = max(len(a), len(b)) - max(p, s)
     if ma == 0 or mb == 0:
         return 0, rest
     if ma > SHORT_ALIGN_MAX or mb > SHORT_ALIGN_MAX:
         return (min(ma, mb) + 4) // 5, rest
-    lcs = np.zeros((ma + 1, mb + 1), np.int32)
-    for i in range(ma - 1, -1, -1):
-        for j in range(mb - 1, -1, -1):
-            if hashes[a0 + p + i] == hashes[b0 + p + j]:
-                lcs[i, j] = lcs[i + 1, j + 1] + 1
-            else:
-                lcs[i, j] = max(lcs[i + 1, j], lcs[i, j + 1])
+    lcs = _lcs_table(a, b, p, ma, mb)
     replaced = 0
     i = 0
     j = 0
     ga = 0
     gb = 0
     while i < ma or j < mb:
-        if i < ma and j < mb and hashes[a0 + p + i] == hashes[b0 + p + j] and lcs[i, j] == lcs[i + 1, j + 1] + 1:
+        if i < ma and j < mb and a[p + i] == b[p + j] and lcs[i, j] == lcs[i + 1, j + 1] + 1:
             if ga > 0 and gb > 0:
                 replaced += (min(ga, gb) + 4) // 5
             ga = 0
@@ -495,26 +504,13 @@ def _replaced_chars(cp, cp_off, d, c):
     b = cp[cp_off[c] : cp_off[c + 1]]
     a = a[a != 32]
     b = b[b != 32]
-    na, nb = len(a), len(b)
-    p = 0
-    while p < na and p < nb and a[p] == b[p]:
-        p += 1
-    s = 0
-    while s < na - p and s < nb - p and a[na - 1 - s] == b[nb - 1 - s]:
-        s += 1
-    rest = max(na, nb) - max(p, s)
-    ma, mb = na - p - s, nb - p - s
+    p, s, ma, mb = _shared_ends(a, b)
+    rest = max(len(a), len(b)) - max(p, s)
     if ma == 0 or mb == 0:
         return 0, rest
     if ma > SHORT_ALIGN_MAX or mb > SHORT_ALIGN_MAX:
         return min(ma, mb), rest
-    lcs = np.zeros((ma + 1, mb + 1), np.int32)
-    for i in range(ma - 1, -1, -1):
-        for j in range(mb - 1, -1, -1):
-            if a[p + i] == b[p + j]:
-                lcs[i, j] = lcs[i + 1, j + 1] + 1
-            else:
-                lcs[i, j] = max(lcs[i + 1, j], lcs[i, j + 1])
+    lcs = _lcs_table(a, b, p, ma, mb)
     # Walk the alignment; a shared run shorter than SHORT_ANCHOR_CHARS between two differing stretches
     # is chance ("the" against "ifit" share a "t") and belongs to the stretch.
     replaced = 0
@@ -634,23 +630,6 @@ def _pairs_leadin_differ(cp, cp_off, newer, earlier, leadin):
     for i in range(len(newer)):
         out[i] = _leadin_items_differ(cp, cp_off, leadin[i], newer[i], earlier[i])
     return out
-
-
-def short_replaced(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``_short_replaced`` of the pairs (a[i], b[i]): (characters replaced, characters past the shared prefix
-    or suffix)."""
-    return _pairs_short_replaced(
-        np.ascontiguousarray(hashes, np.uint32), np.asarray(offsets, np.int64), np.asarray(a, np.int64), np.asarray(b, np.int64)
-    )
-
-
-@njit(cache=True)
-def _pairs_short_replaced(hashes, offsets, a, b):
-    replaced = np.zeros(len(a), np.int64)
-    rest = np.zeros(len(a), np.int64)
-    for i in range(len(a)):
-        replaced[i], rest[i] = _short_replaced(hashes, offsets, a[i], b[i])
-    return replaced, rest
 
 
 @njit(cache=True)

@@ -71,6 +71,7 @@ from dedup_tasks.layers.near import (
     text_lengths,
     verified_reason,
 )
+from dedup_tasks.normalize.arrays import concat_ragged, gather_spans
 
 log = logging.getLogger(__name__)
 
@@ -291,9 +292,7 @@ def published_shingle_sets(cfg, doc_ids: np.ndarray, batch_ids: np.ndarray) -> E
             done += len(uniq)
     hashes, offsets = _concat_sets(parts, sizes)
     numbers = _concat_sets(num_parts, num_sizes, np.uint64)
-    texts = ShortTexts(np.zeros(0, np.int32), np.zeros(1, np.int64))
-    for part in text_parts:
-        texts = texts.join(part)
+    texts = ShortTexts(*_concat_sets([t.cp for t in text_parts], [np.diff(t.offsets) for t in text_parts], np.int32))
     return EarlierText(hashes, offsets, index, why, numbers, texts, read, time.perf_counter() - started, groups)
 
 
@@ -307,15 +306,7 @@ def _concat_sets(parts: list[np.ndarray], sizes: list[np.ndarray], dtype=np.uint
 def _gather(sets: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The sets of ``rows`` (values + offsets), in that order."""
     values, offsets = sets
-    size = offsets[rows + 1] - offsets[rows]
-    starts = np.repeat(offsets[rows] - np.concatenate([[0], np.cumsum(size)[:-1]]), size)
-    out = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(size, out=out[1:])
-    return values[starts + np.arange(int(size.sum()))], out
-
-
-def _join(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    return np.concatenate([a[0], b[0]]), np.concatenate([a[1], a[1][-1] + b[1][1:]]).astype(np.int64)
+    return gather_spans(values, offsets[rows], offsets[rows + 1])
 
 
 def verify_on_text(
@@ -330,8 +321,8 @@ def verify_on_text(
     ``np.unique(rows)`` (None: the short-text rule reads 5-grams), ``leadin`` each pair's batch row's
     site lead-in (``near.leadins_of``)."""
     uniq, inverse = np.unique(rows, return_inverse=True)
-    hashes, offsets = _join(row_sets, (earlier.hashes, earlier.offsets))
-    nums = _join(_gather(numbers, uniq), earlier.numbers)
+    hashes, offsets = concat_ragged(row_sets, (earlier.hashes, earlier.offsets))
+    nums = concat_ragged(_gather(numbers, uniq), earlier.numbers)
     earlier_rows = len(uniq) + earlier.index[earlier.index >= 0]
     texts = None if row_texts is None else row_texts.join(earlier.texts)
     return verify_pairs(hashes, offsets, inverse, earlier_rows, verifier, strict, nums, runs, texts, leadin)

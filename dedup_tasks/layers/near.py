@@ -18,6 +18,7 @@ from dedup_tasks.layers.base import (
     set_column,
     strings_np,
 )
+from dedup_tasks.normalize.arrays import gather_spans
 from dedup_tasks.normalize.tokens import segment_words
 
 CHUNK_DOCS = 20_000
@@ -166,15 +167,13 @@ def leadins_of(batch: pa.Table) -> np.ndarray:
     return np.zeros(batch.num_rows, np.int64)
 
 
-def leadin_column(texts: pa.Array | pa.ChunkedArray, hosts: np.ndarray, length: np.ndarray, cfg) -> pa.Array:
-    """``LEADIN`` of rows with these near views, hosts ("" when the URL is invalid) and view lengths:
-    lead-ins of the texts under ``simhash_min_chars`` of each host."""
+def leadin_column(texts: pa.Array | pa.ChunkedArray, sites: np.ndarray, has_host: np.ndarray, length: np.ndarray, cfg) -> pa.Array:
+    """``LEADIN`` of rows with these near views, site codes (``normalize.text.site_codes_of``), valid
+    hosts and view lengths: lead-ins of the texts under ``simhash_min_chars`` of each host."""
     from dedup_tasks.fingerprint.leadin import site_leadins
-    from dedup_tasks.normalize.text import site_codes_of
 
-    hosts = np.asarray(hosts, object)
-    eligible = (np.asarray(length, np.int64) < cfg.simhash_min_chars) & (hosts != "")
-    return pa.array(site_leadins(texts, site_codes_of(hosts), eligible), pa.int32())
+    eligible = (np.asarray(length, np.int64) < cfg.simhash_min_chars) & np.asarray(has_host, bool)
+    return pa.array(site_leadins(texts, sites, eligible), pa.int32())
 
 
 def short_text_rows(length: np.ndarray, cfg) -> np.ndarray:
@@ -186,22 +185,19 @@ def short_texts(batch: pa.Table, rows: np.ndarray, cfg, cache: NearText | None =
     """The near-view code points of ``rows`` of ``batch`` that ``short_text_rows`` keeps (empty for
     the others), in that order."""
     rows = np.asarray(rows, np.int64)
-    offsets = np.zeros(len(rows) + 1, np.int64)
     if not len(rows):
-        return ShortTexts(np.zeros(0, np.int32), offsets)
+        return ShortTexts(np.zeros(0, np.int32), np.zeros(1, np.int64))
     if SHORT_TEXT in batch.column_names:
         column = batch.column(SHORT_TEXT).take(pa.array(rows))
         cp, got = codepoints(column.fill_null(""))
         return ShortTexts(np.ascontiguousarray(cp, np.int32), np.asarray(got, np.int64))
     keep = short_text_rows(text_lengths(batch)[rows], cfg)
     cp, starts, ends, _ = near_text_spans(batch.take(pa.array(rows[keep])), kernels.CHARS, cache=cache)
-    size = np.zeros(len(rows), np.int64)
-    size[keep] = ends - starts
-    np.cumsum(size, out=offsets[1:])
-    to = offsets[:-1][keep]
-    within = np.arange(int(offsets[-1])) - np.repeat(to, ends - starts)
-    out = np.ascontiguousarray(cp[np.repeat(starts, ends - starts) + within], np.int32)
-    return ShortTexts(out, offsets)
+    # A longer row gets an empty span.
+    row_starts, row_ends = np.zeros(len(rows), np.int64), np.zeros(len(rows), np.int64)
+    row_starts[keep], row_ends[keep] = starts, ends
+    out, offsets = gather_spans(cp, row_starts, row_ends)
+    return ShortTexts(np.ascontiguousarray(out, np.int32), offsets)
 
 
 def number_sets(

@@ -62,3 +62,18 @@ def strings_from_spans(cp: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> 
     typ = pa.string() if byte_offsets[-1] < 2**31 else pa.large_string()
     dtype = np.int32 if typ == pa.string() else np.int64
     return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(byte_offsets.astype(dtype)), pa.py_buffer(utf8)])
+
+
+def gather_spans(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``values[starts[i]:ends[i]]`` of every i, concatenated, and their int64 offsets (empty spans allowed)."""
+    starts = np.asarray(starts, np.int64)
+    size = np.asarray(ends, np.int64) - starts
+    offsets = np.zeros(len(size) + 1, np.int64)
+    np.cumsum(size, out=offsets[1:])
+    within = np.arange(int(offsets[-1])) - np.repeat(offsets[:-1], size)
+    return values[np.repeat(starts, size) + within], offsets
+
+
+def concat_ragged(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Two (values, offsets) collections as one: a's rows, then b's."""
+    return np.concatenate([a[0], b[0]]), np.concatenate([a[1], a[1][-1] + b[1][1:]]).astype(np.int64)
